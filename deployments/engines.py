@@ -1,0 +1,203 @@
+"""The engine interface behind the model replica, and its two vLLM implementations.
+
+`classify`: a sequence-classification model on vLLM's pooling runner; one forward pass
+gives the label distribution.
+`generate`: an instruct LLM answers with one label, constrained by
+`StructuredOutputsParams(choice=labels)`; every prompt starts with the same instruction
+so vLLM's prefix cache reuses its KV blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.artifacts import ModelMetadata, tokenizer_hash
+
+TICKET_SLOT = "\x00TICKET\x00"
+DEFAULT_INSTRUCTION = (
+    "You are a customer-service ticket router. Read the ticket and answer with exactly "
+    "one intent label from this list: {labels}."
+)
+
+
+class EngineConfig(BaseModel):
+    """How the model replica starts its vLLM engine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["classify", "generate"] = Field(
+        "classify", description="classify: pooling runner; generate: instruct LLM choosing a label"
+    )
+    model_dir: str = Field(
+        "artifacts/models/default",
+        description="model directory (relative paths are under the project root)",
+    )
+    dtype: str = Field("float32", description="vLLM dtype; float32 on CPU, auto/bfloat16 on GPU")
+    gpu_memory_utilization: float = Field(
+        0.2, gt=0, le=1, description="fraction of device memory (on CPU: of RAM) vLLM may use"
+    )
+    max_model_len_tokens: int | None = Field(
+        None, gt=0, description="context limit; default: the model's own"
+    )
+    max_num_seqs: int = Field(256, gt=0, description="vLLM scheduler's cap on sequences per step")
+    enforce_eager: bool = Field(True, description="skip CUDA graph / torch.compile capture")
+    enable_prefix_caching: bool = Field(
+        True, description="reuse KV blocks of shared prompt prefixes (generate mode)"
+    )
+    max_label_tokens: int = Field(16, gt=0, description="generate mode: decode budget for a label")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    label: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What the tokenizer deployment must match to feed this engine token ids."""
+
+    tokenizer_hash: str
+    add_special_tokens: bool
+    max_tokens: int
+
+
+class TicketEngine(Protocol):
+    metadata: ModelMetadata
+
+    def tokenizer_info(self) -> TokenizerInfo: ...
+
+    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+        """`prompt` is the ticket's token ids, or its raw text when the tokenizer gave up."""
+        ...
+
+    async def check_health(self) -> None: ...
+
+
+class _VLLMEngine:
+    """Shared start-up and text fallback for both modes."""
+
+    runner: str = "generate"
+
+    def __init__(self, config: EngineConfig, model_dir: str):
+        from transformers import AutoTokenizer
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self.metadata = ModelMetadata.load(model_dir)
+        actual = tokenizer_hash(model_dir)
+        if actual != self.metadata.tokenizer_hash:
+            raise RuntimeError(
+                f"{model_dir}: tokenizer files hash to {actual}, but the model was built with "
+                f"{self.metadata.tokenizer_hash}; rebuild the model"
+            )
+        # Only used on the fallback path and to pre-tokenize the instruction.
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        args = AsyncEngineArgs(
+            model=model_dir,
+            runner=self.runner,
+            dtype=config.dtype,
+            enforce_eager=config.enforce_eager,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            max_model_len=config.max_model_len_tokens,
+            max_num_seqs=config.max_num_seqs,
+            enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
+        )
+        self.engine = AsyncLLM.from_engine_args(args)
+        self.max_model_len = self.engine.model_config.max_model_len
+
+    def _text_ids(self, text: str, add_special_tokens: bool, max_tokens: int) -> list[int]:
+        return self.tokenizer(
+            text, add_special_tokens=add_special_tokens, truncation=True, max_length=max_tokens
+        )["input_ids"]
+
+    async def check_health(self) -> None:
+        await self.engine.check_health()
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+class VLLMClassifyEngine(_VLLMEngine):
+    runner = "pooling"
+
+    def tokenizer_info(self) -> TokenizerInfo:
+        return TokenizerInfo(self.metadata.tokenizer_hash, True, self.max_model_len)
+
+    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+        from vllm import PoolingParams, TokensPrompt
+
+        if isinstance(prompt, str):
+            prompt = self._text_ids(prompt, True, self.max_model_len)
+        final = None
+        async for out in self.engine.encode(
+            TokensPrompt(prompt_token_ids=prompt), PoolingParams(task="classify"), request_id
+        ):
+            final = out
+        probs = final.outputs.data
+        best = int(probs.argmax())
+        return Prediction(self.metadata.labels[best], float(probs[best]))
+
+
+class VLLMGenerateEngine(_VLLMEngine):
+    runner = "generate"
+
+    def __init__(self, config: EngineConfig, model_dir: str):
+        super().__init__(config, model_dir)
+        self.max_label_tokens = config.max_label_tokens
+        labels = self.metadata.labels
+        instruction = (self.metadata.instruction or DEFAULT_INSTRUCTION).format(labels=", ".join(labels))
+        if getattr(self.tokenizer, "chat_template", None):
+            template = self.tokenizer.apply_chat_template(
+                [{"role": "system", "content": instruction}, {"role": "user", "content": TICKET_SLOT}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+        else:
+            template = f"{instruction}\n\nTicket: {TICKET_SLOT}\nIntent: "
+        head, tail = template.split(TICKET_SLOT)
+        # Token ids of the shared head are identical for every ticket, so vLLM's prefix cache hits.
+        self.head_ids = self.tokenizer(head, add_special_tokens=True)["input_ids"]
+        self.tail_ids = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
+        self.max_ticket_tokens = (
+            self.max_model_len - len(self.head_ids) - len(self.tail_ids) - self.max_label_tokens
+        )
+        if self.max_ticket_tokens < 16:
+            raise ValueError(
+                f"max_model_len {self.max_model_len} leaves {self.max_ticket_tokens} tokens for a "
+                f"ticket after a {len(self.head_ids)}-token instruction; raise max_model_len_tokens"
+            )
+
+    def tokenizer_info(self) -> TokenizerInfo:
+        return TokenizerInfo(self.metadata.tokenizer_hash, False, self.max_ticket_tokens)
+
+    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.sampling_params import StructuredOutputsParams
+
+        if isinstance(prompt, str):
+            prompt = self._text_ids(prompt, False, self.max_ticket_tokens)
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=self.max_label_tokens,
+            structured_outputs=StructuredOutputsParams(choice=self.metadata.labels),
+            logprobs=0,
+        )
+        final = None
+        async for out in self.engine.generate(
+            TokensPrompt(prompt_token_ids=self.head_ids + prompt + self.tail_ids), params, request_id
+        ):
+            final = out
+        completion = final.outputs[0]
+        logprob = completion.cumulative_logprob
+        confidence = math.exp(logprob) if logprob is not None else 0.0
+        return Prediction(completion.text.strip(), confidence)
+
+
+def start_engine(config: EngineConfig, model_dir: str) -> TicketEngine:
+    cls = VLLMClassifyEngine if config.mode == "classify" else VLLMGenerateEngine
+    return cls(config, model_dir)

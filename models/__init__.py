@@ -1,0 +1,1 @@
+"""Model build code and the metadata every served model directory carries."""

@@ -1,0 +1,64 @@
+"""What a served model directory holds besides the weights, and the tokenizer fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+METADATA_FILE = "ticketserve.json"
+
+# Files that decide how text becomes token ids; config and weights are not part of it.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "merges.txt",
+    "vocab.json",
+    "tokenizer.model",
+)
+
+
+def tokenizer_hash(model_dir: str | Path) -> str:
+    """sha256 over the tokenizer files present in `model_dir`, short form."""
+    model_dir = Path(model_dir)
+    h = hashlib.sha256()
+    found = False
+    for name in TOKENIZER_FILES:
+        path = model_dir / name
+        if path.exists():
+            found = True
+            h.update(name.encode())
+            h.update(path.read_bytes())
+    if not found:
+        raise FileNotFoundError(f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {model_dir}")
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class ModelMetadata:
+    version: str
+    labels: list[str]
+    tiers: dict[str, str]
+    tokenizer_hash: str
+    fingerprint: str = ""
+    trained_rows: int = 0
+    train_accuracy: float = 0.0
+    data_file: str = ""
+    # generate mode: the shared instruction placed before every ticket.
+    instruction: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def save(self, model_dir: str | Path) -> None:
+        Path(model_dir, METADATA_FILE).write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False))
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> "ModelMetadata":
+        path = Path(model_dir, METADATA_FILE)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{path} not found: build a model with `python -m models.build --out {model_dir}`"
+            )
+        return cls(**json.loads(path.read_text()))
