@@ -1,0 +1,105 @@
+"""HTTP schemas, input hardening and the error type of the outside contract (shared/CONTRACT.md)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Route = Literal["template", "cache", "edge_model", "model", "degraded"]
+
+# Raw text longer than this many times the limit is refused before normalizing it,
+# so a huge body cannot buy an expensive NFKC pass.
+RAW_SLACK_FACTOR = 4
+_WHITESPACE = re.compile(r"\s+")
+
+
+class ApiError(Exception):
+    """An answer of the contract's error shape: {"error": {"code", "message"}}."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after_s: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message}}
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
+
+
+class ClassifyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(description="the ticket text (up to the configured limit, 10,000 characters by default)")
+    user_id: str | None = Field(None, max_length=256, description="end user, for rate limits")
+    tenant: str | None = Field(None, max_length=256, description="customer tenant, isolates caches")
+    ticket_id: str | None = Field(None, max_length=256, description="caller's ticket id, echoed in logs")
+    lang: str | None = Field(None, max_length=16, description="language hint (BCP 47), e.g. en, zh, ja")
+
+
+class ClassifyResponse(BaseModel):
+    label: str = Field(description="predicted intent")
+    confidence: float = Field(description="probability of the label, 0..1")
+    route: Route = Field(description="which tier answered")
+    model_version: str = Field(description="version of the model that answered")
+    request_id: str = Field(description="id of this request, also in the X-Request-ID header")
+    latency_ms: float = Field(description="time spent inside the service")
+    degraded: bool = Field(False, description="answered by a fallback path")
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tickets: list[Any] = Field(
+        description="classify bodies; each is validated on its own and answered in input order"
+    )
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class BatchResponse(BaseModel):
+    results: list[ClassifyResponse | ErrorBody]
+
+
+def normalize_text(raw: str, max_chars: int) -> str:
+    """NFKC, control and format characters removed, whitespace collapsed.
+
+    Raises ApiError 413 input_too_long or 422 invalid_request.
+    """
+    if len(raw) > max_chars * RAW_SLACK_FACTOR:
+        raise ApiError(413, "input_too_long", f"text has {len(raw)} characters; the limit is {max_chars}")
+    text = unicodedata.normalize("NFKC", raw)
+    # Cc (controls, including newlines) become spaces; Cf (zero-width, bidi marks),
+    # Cs (lone surrogates), Co and Cn carry no meaning for a classifier and are dropped.
+    text = "".join(
+        " " if cat == "Cc" else ch
+        for ch, cat in ((ch, unicodedata.category(ch)) for ch in text)
+        if cat[0] != "C" or cat == "Cc"
+    )
+    text = _WHITESPACE.sub(" ", text).strip()
+    if not text:
+        raise ApiError(422, "invalid_request", "text is empty after removing whitespace and control characters")
+    if len(text) > max_chars:
+        raise ApiError(413, "input_too_long", f"text has {len(text)} characters; the limit is {max_chars}")
+    return text
+
+
+def describe_validation_errors(errors: list[dict]) -> str:
+    parts = []
+    for err in errors:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)

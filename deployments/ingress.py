@@ -1,0 +1,204 @@
+"""HTTP front door: validates and normalizes tickets, calls the tokenizer -> model path."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from ray import serve
+from ray.serve.exceptions import BackPressureError
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter, Histogram
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from deployments.api import (
+    ApiError,
+    BatchRequest,
+    BatchResponse,
+    ClassifyRequest,
+    ClassifyResponse,
+    ErrorBody,
+    describe_validation_errors,
+    normalize_text,
+)
+from deployments.config import IngressConfig
+
+logger = logging.getLogger("ray.serve")
+
+DEFAULT_OPTIONS = {
+    "name": "Ingress",
+    # Light async glue: many requests in flight, no CPU reservation (2-core machines).
+    "max_ongoing_requests": 1024,
+    "ray_actor_options": {"num_cpus": 0},
+}
+LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
+_HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed", 413: "input_too_long"}
+
+
+class Ingress:
+    def __init__(self, config: IngressConfig, tokenizer: DeploymentHandle, model: DeploymentHandle):
+        self._config = config
+        self._tokenizer = tokenizer
+        self._model = model
+        self._requests = Counter(
+            "ticket_requests_total",
+            description="Classify requests answered, by route and HTTP status.",
+            tag_keys=("route", "status"),
+        )
+        self._latency = Histogram(
+            "ticket_request_latency_ms",
+            description="Time spent inside the service per ticket, by route.",
+            boundaries=LATENCY_BOUNDARIES_MS,
+            tag_keys=("route",),
+        )
+
+    async def classify(self, body: ClassifyRequest) -> JSONResponse:
+        start = time.perf_counter()
+        request_id = uuid.uuid4().hex
+        try:
+            answer = await self._classify_one(body, request_id, start)
+        except ApiError as e:
+            self._requests.inc(tags={"route": "none", "status": str(e.status)})
+            return JSONResponse(e.body(), e.status, headers={**e.headers(), "X-Request-ID": request_id})
+        return JSONResponse(answer.model_dump(), headers={"X-Request-ID": request_id})
+
+    async def classify_batch(self, body: BatchRequest) -> BatchResponse:
+        if len(body.tickets) > self._config.max_batch_tickets:
+            raise ApiError(
+                413,
+                "batch_too_large",
+                f"{len(body.tickets)} tickets; at most {self._config.max_batch_tickets} per batch",
+            )
+        start = time.perf_counter()
+        answers = await asyncio.gather(
+            *(self._classify_raw(ticket, start) for ticket in body.tickets)
+        )
+        return BatchResponse(results=answers)
+
+    async def labels(self) -> dict[str, Any]:
+        return await self._model.labels.remote()
+
+    async def healthz(self) -> JSONResponse:
+        async def probe(handle: DeploymentHandle) -> str:
+            try:
+                await asyncio.wait_for(handle.ping.remote(), self._config.health_timeout_s)
+                return "ok"
+            except Exception as e:  # any failure of a node makes the graph unhealthy
+                return f"{type(e).__name__}"
+
+        tokenizer, model = await asyncio.gather(probe(self._tokenizer), probe(self._model))
+        nodes = {"ingress": "ok", "tokenizer": tokenizer, "model": model}
+        if all(v == "ok" for v in nodes.values()):
+            return JSONResponse({"status": "ok", "nodes": nodes})
+        failed = ", ".join(k for k, v in nodes.items() if v != "ok")
+        return JSONResponse(
+            {"error": {"code": "unhealthy", "message": f"not answering: {failed}"}, "nodes": nodes}, 503
+        )
+
+    async def _classify_raw(self, ticket: Any, start: float) -> ClassifyResponse | dict:
+        request_id = uuid.uuid4().hex
+        try:
+            body = ClassifyRequest.model_validate(ticket)
+            return await self._classify_one(body, request_id, start)
+        except ValidationError as e:
+            return ApiError(422, "invalid_request", describe_validation_errors(e.errors())).body()
+        except ApiError as e:
+            return e.body()
+
+    async def _classify_one(self, body: ClassifyRequest, request_id: str, start: float) -> ClassifyResponse:
+        text = normalize_text(body.text, self._config.max_text_chars)
+        response = self._tokenizer.classify.remote(text, request_id)
+        try:
+            result = await asyncio.wait_for(response, self._config.request_timeout_s)
+        except BackPressureError:
+            raise ApiError(503, "overloaded", "model path queue is full; retry later", self._config.retry_after_s)
+        except asyncio.TimeoutError:
+            response.cancel()
+            raise ApiError(
+                503, "overloaded", f"no answer within {self._config.request_timeout_s}s", self._config.retry_after_s
+            )
+        except Exception:
+            # Never echo the ticket text: logs must not hold customer data.
+            logger.exception("model path failed for request %s", request_id)
+            raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}")
+        latency_ms = (time.perf_counter() - start) * 1000
+        self._requests.inc(tags={"route": "model", "status": "200"})
+        self._latency.observe(latency_ms, tags={"route": "model"})
+        return ClassifyResponse(
+            label=result["label"],
+            confidence=round(result["confidence"], 6),
+            route="model",
+            model_version=result["model_version"],
+            request_id=request_id,
+            latency_ms=round(latency_ms, 2),
+        )
+
+
+class _JsonBodies:
+    """Every POST body is read as JSON whatever its Content-Type says.
+
+    Without this, `curl -d '{...}'` (form content type) would get a baffling
+    "valid dictionary" error instead of an answer.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
+
+
+def _error_response(e: ApiError) -> JSONResponse:
+    return JSONResponse(e.body(), e.status, headers=e.headers())
+
+
+def make_ingress(cls: type = Ingress) -> type:
+    """The FastAPI app and routes, attached to `cls` without decorating it in place."""
+    app = FastAPI(
+        title="ticketserve",
+        description="Customer-service ticket classification on Ray Serve + vLLM.",
+        version="0.1.0",
+    )
+
+    app.add_middleware(_JsonBodies)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, e: ApiError) -> JSONResponse:
+        return _error_response(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        if any(err.get("type") == "json_invalid" for err in errors):
+            return _error_response(ApiError(400, "invalid_json", "the body is not valid JSON"))
+        return _error_response(ApiError(422, "invalid_request", describe_validation_errors(errors)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(e.status_code, "http_error")
+        return _error_response(ApiError(e.status_code, code, str(e.detail)))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, e: Exception) -> JSONResponse:
+        logger.exception("unhandled error in ingress")
+        return _error_response(ApiError(500, "internal_error", type(e).__name__))
+
+    error_responses = {status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)}
+    routes = {
+        "classify": app.post("/v1/classify", response_model=ClassifyResponse, responses=error_responses),
+        "classify_batch": app.post("/v1/classify/batch", response_model=BatchResponse, responses=error_responses),
+        "labels": app.get("/v1/labels"),
+        "healthz": app.get("/healthz"),
+    }
+    decorated = {name: route(getattr(cls, name)) for name, route in routes.items()}
+    return serve.ingress(app)(type(cls.__name__, (cls,), decorated))

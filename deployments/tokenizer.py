@@ -1,0 +1,78 @@
+"""Tokenizer deployment: the model's own tokenizer, version-locked to the model replica."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter
+
+from deployments.config import TokenizerConfig
+from models.artifacts import tokenizer_hash
+
+logger = logging.getLogger("ray.serve")
+
+DEFAULT_OPTIONS = {
+    "name": "Tokenizer",
+    "max_ongoing_requests": 1024,
+    "ray_actor_options": {"num_cpus": 0},
+}
+
+
+class Tokenizer:
+    """Turns ticket text into the engine's token ids and forwards them to the model replica.
+
+    Tokenizing here keeps that CPU work off the engine's process; if it takes longer
+    than `timeout_ms`, the raw text goes on and the replica tokenizes it itself.
+    """
+
+    async def __init__(self, config: TokenizerConfig, model: DeploymentHandle, model_dir: str):
+        from transformers import AutoTokenizer
+
+        self._model = model
+        self._timeout_s = config.timeout_ms / 1000
+        source = config.tokenizer_dir or model_dir
+        own_hash = tokenizer_hash(source)
+        info = await model.tokenizer_info.remote()
+        if own_hash != info.tokenizer_hash:
+            raise RuntimeError(
+                f"tokenizer mismatch: {source} hashes to {own_hash}, the model replica's tokenizer "
+                f"is {info.tokenizer_hash}; refusing to start"
+            )
+        self._tokenizer = AutoTokenizer.from_pretrained(source)
+        self._add_special_tokens = info.add_special_tokens
+        self._max_tokens = min(config.max_tokens, info.max_tokens)
+        self._counts = {"tokenized": 0, "fallback": 0}
+        self._outcomes = Counter(
+            "tokenizer_requests_total",
+            description="Tickets tokenized here, or passed on as raw text after a timeout (fallback).",
+            tag_keys=("outcome",),
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return self._tokenizer(
+            text,
+            add_special_tokens=self._add_special_tokens,
+            truncation=True,
+            max_length=self._max_tokens,
+        )["input_ids"]
+
+    async def classify(self, text: str, request_id: str) -> dict[str, Any]:
+        try:
+            prompt: list[int] | str = await asyncio.wait_for(
+                asyncio.to_thread(self._encode, text), self._timeout_s
+            )
+            outcome = "tokenized"
+        except asyncio.TimeoutError:
+            prompt, outcome = text, "fallback"
+        self._counts[outcome] += 1
+        self._outcomes.inc(tags={"outcome": outcome})
+        return await self._model.predict.remote(prompt, request_id)
+
+    def stats(self) -> dict[str, int]:
+        return {**self._counts, "max_tokens": self._max_tokens}
+
+    async def ping(self) -> str:
+        return "ok"

@@ -1,0 +1,66 @@
+import pytest
+
+from deployments.config import PROJECT_ROOT, AppConfig
+
+
+def test_defaults_validate_and_paths_resolve_under_the_project():
+    config = AppConfig.from_args({})
+    assert config.model.engine.mode == "classify"
+    assert config.model.engine.model_dir == str(PROJECT_ROOT / "artifacts/models/default")
+    assert config.tokenizer.timeout_ms == 50 and config.tokenizer.max_tokens == 2048
+    assert config.ingress.max_text_chars == 10_000
+
+
+def test_absolute_model_dir_is_kept():
+    config = AppConfig.from_args({"model": {"engine": {"model_dir": "/opt/m"}}})
+    assert config.model.engine.model_dir == "/opt/m"
+
+
+def test_serve_config_files_validate():
+    import yaml
+
+    for name in ("serve_config.yaml", "serve_config.gpu.yaml"):
+        doc = yaml.safe_load((PROJECT_ROOT / name).read_text())
+        for app in doc["applications"]:
+            AppConfig.from_args(app["args"])
+
+
+def test_unknown_key_is_named_with_the_allowed_ones():
+    with pytest.raises(ValueError) as e:
+        AppConfig.from_args({"tokenizer": {"timeout": 5}})
+    msg = str(e.value)
+    assert "tokenizer.timeout" in msg and "timeout_ms" in msg and "max_tokens" in msg
+
+
+def test_bad_mode_names_value_and_choices():
+    with pytest.raises(ValueError) as e:
+        AppConfig.from_args({"model": {"engine": {"mode": "chat"}}})
+    msg = str(e.value)
+    assert "'chat'" in msg and "classify" in msg and "generate" in msg
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"tokenizer": {"timeout_ms": 0}},
+        {"ingress": {"max_text_chars": -1}},
+        {"model": {"max_inflight_requests": 0}},
+        {"model": {"engine": {"gpu_memory_utilization": 1.5}}},
+        {"nonsense": {}},
+    ],
+)
+def test_out_of_range_values_are_refused(args):
+    with pytest.raises(ValueError):
+        AppConfig.from_args(args)
+
+
+def test_every_field_has_a_description():
+    from pydantic import BaseModel
+
+    def walk(model):
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                walk(field.annotation)
+
+    walk(AppConfig)
