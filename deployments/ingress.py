@@ -59,17 +59,17 @@ class Ingress:
             tag_keys=("route",),
         )
 
-    async def classify(self, body: ClassifyRequest) -> JSONResponse:
+    async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
         start = time.perf_counter()
-        request_id = uuid.uuid4().hex
+        request_id = _request_id(request)
         try:
             answer = await self._classify_one(body, request_id, start)
         except ApiError as e:
             self._requests.inc(tags={"route": "none", "status": str(e.status)})
-            return JSONResponse(e.body(), e.status, headers={**e.headers(), "X-Request-ID": request_id})
-        return JSONResponse(answer.model_dump(), headers={"X-Request-ID": request_id})
+            return _error_response(e)
+        return JSONResponse(answer.model_dump())
 
-    async def classify_batch(self, body: BatchRequest) -> BatchResponse:
+    async def classify_batch(self, body: BatchRequest, request: Request) -> BatchResponse:
         if len(body.tickets) > self._config.max_batch_tickets:
             raise ApiError(
                 413,
@@ -77,8 +77,9 @@ class Ingress:
                 f"{len(body.tickets)} tickets; at most {self._config.max_batch_tickets} per batch",
             )
         start = time.perf_counter()
+        request_id = _request_id(request)
         answers = await asyncio.gather(
-            *(self._classify_raw(ticket, start) for ticket in body.tickets)
+            *(self._classify_raw(ticket, f"{request_id}-{i}", start) for i, ticket in enumerate(body.tickets))
         )
         return BatchResponse(results=answers)
 
@@ -102,8 +103,7 @@ class Ingress:
             {"error": {"code": "unhealthy", "message": f"not answering: {failed}"}, "nodes": nodes}, 503
         )
 
-    async def _classify_raw(self, ticket: Any, start: float) -> ClassifyResponse | dict:
-        request_id = uuid.uuid4().hex
+    async def _classify_raw(self, ticket: Any, request_id: str, start: float) -> ClassifyResponse | dict:
         try:
             body = ClassifyRequest.model_validate(ticket)
             return await self._classify_one(body, request_id, start)
@@ -156,6 +156,11 @@ class _JsonBodies:
             headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
             scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         await self.app(scope, receive, send)
+
+
+def _request_id(request: Request) -> str:
+    """Serve's own id (the client's X-Request-ID, or one its proxy made), so logs correlate."""
+    return request.headers.get("x-request-id") or uuid.uuid4().hex
 
 
 def _error_response(e: ApiError) -> JSONResponse:

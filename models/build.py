@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = ROOT / "models" / "data" / "tickets.csv"
 BUNDLED_INTENTS = ROOT / "models" / "data" / "intents.yaml"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
+# Bump when the training code changes what it builds, so existing models are rebuilt.
+RECIPE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
 def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
     h = hashlib.sha256()
     h.update(data.read_bytes())
-    h.update(json.dumps(asdict(settings), sort_keys=True).encode())
+    h.update(json.dumps({**asdict(settings), "recipe": RECIPE_VERSION}, sort_keys=True).encode())
     h.update((base / "model.safetensors").read_bytes()[:1 << 20])
     return h.hexdigest()[:12]
 
@@ -103,6 +105,14 @@ def train(
         id2label=dict(enumerate(labels)),
         label2id=label2id,
     )
+    # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
+    # unknown character of the training data its own token lets the model learn them.
+    unknown = sorted(
+        {ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]}
+    )
+    if unknown:
+        tokenizer.add_tokens(unknown)
+        model.resize_token_embeddings(len(tokenizer))
     # all-MiniLM-L6-v2 ships no trained pooler; an identity start makes the pooler pass the
     # [CLS] state through instead of a random projection, and training converges sooner.
     with torch.no_grad():

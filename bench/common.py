@@ -1,0 +1,108 @@
+"""Shared pieces of the benchmarks: a local Ray + Serve, a bounded HTTP load, percentiles."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+@dataclass
+class LoadResult:
+    name: str
+    users: int
+    seconds: float
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+
+    def row(self) -> dict:
+        lat = self.latencies_ms
+        return {
+            "target": self.name,
+            "users": self.users,
+            "requests": self.ok + sum(self.errors.values()),
+            "errors": sum(self.errors.values()),
+            "req_per_s": round(self.ok / self.seconds, 1),
+            "p50_ms": round(percentile(lat, 50), 1),
+            "p99_ms": round(percentile(lat, 99), 1),
+            "mean_ms": round(statistics.fmean(lat), 1) if lat else float("nan"),
+        }
+
+
+async def closed_loop(
+    name: str, url: str, bodies: list[dict], users: int, seconds: float, max_requests: int = 200_000
+) -> LoadResult:
+    """`users` clients, each sending its next request as soon as the last one answers.
+
+    Bounded both in time and in count; targets only the URL given (127.0.0.1 here).
+    """
+    result = LoadResult(name, users, seconds)
+    deadline = time.perf_counter() + seconds
+    sent = 0
+    limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def user(k: int) -> None:
+            nonlocal sent
+            i = k
+            while time.perf_counter() < deadline and sent < max_requests:
+                sent += 1
+                start = time.perf_counter()
+                try:
+                    r = await client.post(url, json=bodies[i % len(bodies)])
+                    status = str(r.status_code)
+                except httpx.HTTPError as e:
+                    status = type(e).__name__
+                if status == "200":
+                    result.ok += 1
+                    result.latencies_ms.append((time.perf_counter() - start) * 1000)
+                else:
+                    result.errors[status] = result.errors.get(status, 0) + 1
+                i += users
+
+        began = time.perf_counter()
+        await asyncio.gather(*(user(k) for k in range(users)))
+        result.seconds = time.perf_counter() - began
+    return result
+
+
+def print_table(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def write_results(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=lambda o: asdict(o)))
+    print(f"wrote {path}")
+    return path
+
+
+def start_serve(port: int) -> None:
+    import ray
+    from ray import serve
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -1,0 +1,80 @@
+"""Throughput and latency at a fixed number of concurrent users, on 127.0.0.1 only.
+
+    python -m bench.throughput --users 50 --seconds 30
+
+Targets, each on the same Ray + Serve instance and HTTP proxy:
+  echo            one FastAPI deployment answering a fixed JSON (the floor of a Serve hop)
+  model path      the default graph (ingress -> tokenizer -> vLLM model replica)
+  model path, Serve defaults   the same graph with Serve's default max_ongoing_requests (5)
+Prints a table and writes bench/results/throughput.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+
+from fastapi import FastAPI
+from ray import serve
+
+from bench.common import closed_loop, print_table, start_serve, write_results
+from models.build import BUNDLED_DATA, DEFAULT_OUT
+from deployments.config import AppConfig
+from serve_app import bind_graph
+
+PORT = 18200
+
+
+def echo_app():
+    app = FastAPI()
+
+    class Echo:
+        @app.post("/v1/classify")
+        async def classify(self) -> dict:
+            return {"label": "echo", "confidence": 1.0, "route": "model"}
+
+    return serve.deployment(serve.ingress(app)(Echo), max_ongoing_requests=1024,
+                            ray_actor_options={"num_cpus": 0}).bind()
+
+
+def graph(serve_defaults: bool):
+    config = AppConfig.from_args(
+        {"model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}}}
+    )
+    if not serve_defaults:
+        return bind_graph(config)
+    defaults = {"max_ongoing_requests": 5, "max_queued_requests": -1}
+    return bind_graph(config, {name: defaults for name in ("Ingress", "Tokenizer", "ModelReplica")})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--users", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=30)
+    p.add_argument("--warmup-seconds", type=float, default=5)
+    a = p.parse_args()
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        bodies = [{"text": row["text"]} for row in csv.DictReader(f)]
+
+    start_serve(PORT)
+    targets = [
+        ("echo (1 deployment)", echo_app, "echo"),
+        ("model path (our limits)", lambda: graph(False), "graph"),
+        ("model path (Serve default max_ongoing_requests=5)", lambda: graph(True), "defaults"),
+    ]
+    rows, raw = [], {}
+    for label, make, name in targets:
+        serve.run(make(), name=name, route_prefix=f"/{name}")
+        url = f"http://127.0.0.1:{PORT}/{name}/v1/classify"
+        asyncio.run(closed_loop(label, url, bodies, a.users, a.warmup_seconds))
+        result = asyncio.run(closed_loop(label, url, bodies, a.users, a.seconds))
+        serve.delete(name)
+        rows.append(result.row())
+        raw[name] = {**result.row(), "errors_by_status": result.errors}
+    raw["table"] = print_table(rows)
+    write_results("throughput", raw)
+
+
+if __name__ == "__main__":
+    main()

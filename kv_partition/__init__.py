@@ -1,0 +1,1 @@
+"""KV-cache planning and the prefix block store, in plain Python (no Ray)."""

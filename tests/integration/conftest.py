@@ -1,0 +1,84 @@
+"""Real Ray, real Serve, real vLLM engines: started once per session (each engine costs 20-60 s)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from models.build import BUNDLED_DATA, BUNDLED_INTENTS, DEFAULT_OUT, TrainSettings, build
+from models.tiny_decoder import build_tiny_decoder
+
+HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
+# Per-engine KV reservation, as a fraction of RAM: several engines share this machine.
+CLASSIFY_KV_FRACTION = 0.1
+GENERATE_KV_FRACTION = 0.15
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> str:
+    build(BUNDLED_DATA, "text", "label", DEFAULT_OUT, BUNDLED_INTENTS, TrainSettings())
+    return str(DEFAULT_OUT)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder_dir(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("models") / "tiny-decoder"
+    build_tiny_decoder(out)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def ray_serve():
+    import ray
+    from ray import serve
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
+    yield serve
+    serve.shutdown()
+    ray.shutdown()
+
+
+def classify_args(model_dir: str, **tokenizer) -> dict:
+    return {
+        "tokenizer": tokenizer,
+        "model": {"engine": {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+    }
+
+
+def generate_args(model_dir: str, **tokenizer) -> dict:
+    return {
+        "tokenizer": tokenizer,
+        "model": {
+            "engine": {"mode": "generate", "model_dir": model_dir, "gpu_memory_utilization": GENERATE_KV_FRACTION}
+        },
+    }
+
+
+def deploy(serve, name: str, args: dict) -> httpx.Client:
+    from serve_app import build_app
+
+    serve.run(build_app(args), name=name, route_prefix=f"/{name}")
+    return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
+
+
+def wait_healthy(client: httpx.Client, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if client.get("/healthz").status_code == 200:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{client.base_url} not healthy after {timeout_s}s")
+
+
+@pytest.fixture(scope="session")
+def app(ray_serve, default_model_dir) -> httpx.Client:
+    """The CPU default graph with the bundled default model."""
+    client = deploy(ray_serve, "main", classify_args(default_model_dir))
+    wait_healthy(client)
+    yield client
+    client.close()

@@ -1,0 +1,117 @@
+"""The default graph over HTTP: answers, the contract's fields, every error code."""
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize(
+    "text, label",
+    [
+        ("I forgot my password, how do I reset it?", "password_reset"),
+        ("Please cancel my order #A10293, I don't want it anymore.", "cancel_order"),
+        ("Can I talk to a real person instead of this bot?", "human_agent"),
+        ("Could you send me the invoice for my last purchase?", "invoice_request"),
+        ("The vase arrived completely shattered in the box.", "damaged_item"),
+        ("我忘记密码了，怎么重置？", "password_reset"),
+    ],
+)
+def test_unambiguous_tickets_get_their_label(app, text, label):
+    r = app.post("/v1/classify", json={"text": text})
+    assert r.status_code == 200, r.text
+    assert r.json()["label"] == label
+
+
+def test_answer_has_every_contract_field(app):
+    r = app.post("/v1/classify", json={"text": "where is my package", "user_id": "u1", "tenant": "acme"})
+    body = r.json()
+    assert set(body) >= {"label", "confidence", "route", "model_version", "request_id", "latency_ms"}
+    assert body["route"] == "model" and body["degraded"] is False
+    assert 0 < body["confidence"] <= 1 and body["latency_ms"] > 0
+    assert r.headers["x-request-id"] == body["request_id"]
+    assert body["model_version"] == app.get("/v1/labels").json()["model_version"]
+
+
+def test_labels_lists_every_intent_with_its_tier(app):
+    body = app.get("/v1/labels").json()
+    names = {item["name"] for item in body["labels"]}
+    assert len(names) >= 25 and {"refund_request", "password_reset", "human_agent"} <= names
+    assert {item["tier"] for item in body["labels"]} <= {"simple", "regular", "complex"}
+
+
+def test_healthz_and_openapi(app):
+    health = app.get("/healthz")
+    assert health.status_code == 200 and health.json()["nodes"]["model"] == "ok"
+    spec = app.get("/openapi.json").json()
+    assert {"/v1/classify", "/v1/classify/batch", "/v1/labels", "/healthz"} <= set(spec["paths"])
+    assert app.get("/docs").status_code == 200
+
+
+def test_json_without_content_type_is_accepted(app):
+    r = app.post("/v1/classify", content=b'{"text": "reset my password"}', headers={"content-type": "text/plain"})
+    assert r.status_code == 200 and r.json()["label"] == "password_reset"
+
+
+def _error(r, status, code):
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("content", [b"{bad json", b'{"text": "unterminated', b"\xff\xfe\x00garbage"])
+def test_malformed_json_is_400_invalid_json(app, content):
+    _error(app.post("/v1/classify", content=content), 400, "invalid_json")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"text": ""}, {"text": "   \u200b\x00 "}, {"text": 42}, {"text": None}, [1, 2], "text", {"text": "ok", "x": 1}],
+)
+def test_invalid_bodies_are_422_invalid_request(app, body):
+    _error(app.post("/v1/classify", json=body), 422, "invalid_request")
+
+
+def test_text_over_the_limit_is_413_and_at_the_limit_is_answered(app):
+    _error(app.post("/v1/classify", json={"text": "a" * 10_001}), 413, "input_too_long")
+    long_ticket = ("My order has not arrived and I am still waiting for it. " * 200)[:10_000]
+    r = app.post("/v1/classify", json={"text": long_ticket})
+    assert r.status_code == 200, r.text
+
+
+def test_unknown_path_and_method_are_json_errors(app):
+    _error(app.get("/v1/nothing"), 404, "not_found")
+    _error(app.get("/v1/classify"), 405, "method_not_allowed")
+
+
+def test_batch_answers_in_input_order_with_per_item_errors(app):
+    tickets = [
+        {"text": "I forgot my password"},
+        {"text": ""},
+        {"text": "cancel my order please"},
+        {"nope": 1},
+        {"text": "b" * 10_001},
+    ]
+    r = app.post("/v1/classify/batch", json={"tickets": tickets})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert len(results) == 5
+    assert results[0]["label"] == "password_reset"
+    assert results[1]["error"]["code"] == "invalid_request"
+    assert results[2]["label"] == "cancel_order"
+    assert results[3]["error"]["code"] == "invalid_request"
+    assert results[4]["error"]["code"] == "input_too_long"
+    assert len({res["request_id"] for res in (results[0], results[2])}) == 2
+
+
+def test_batch_over_the_limit_is_refused(app):
+    _error(app.post("/v1/classify/batch", json={"tickets": [{"text": "x"}] * 65}), 413, "batch_too_large")
+    _error(app.post("/v1/classify/batch", json={"tickets": "no"}), 422, "invalid_request")
+
+
+def test_concurrent_requests_all_answer(app):
+    import concurrent.futures as cf
+
+    texts = ["where is my refund", "change my shipping address", "I want to return these shoes"] * 20
+    with cf.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda t: app.post("/v1/classify", json={"text": t}).status_code, texts))
+    assert statuses == [200] * len(texts)
