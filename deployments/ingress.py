@@ -60,13 +60,9 @@ class Ingress:
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
-        start = time.perf_counter()
-        request_id = _request_id(request)
-        try:
-            answer = await self._classify_one(body, request_id, start)
-        except ApiError as e:
-            self._requests.inc(tags={"route": "none", "status": str(e.status)})
-            return _error_response(e)
+        answer = await self._answer(body, _request_id(request), time.perf_counter())
+        if isinstance(answer, ApiError):
+            return _error_response(answer)
         return JSONResponse(answer.model_dump())
 
     async def classify_batch(self, body: BatchRequest, request: Request) -> BatchResponse:
@@ -79,9 +75,9 @@ class Ingress:
         start = time.perf_counter()
         request_id = _request_id(request)
         answers = await asyncio.gather(
-            *(self._classify_raw(ticket, f"{request_id}-{i}", start) for i, ticket in enumerate(body.tickets))
+            *(self._answer(ticket, f"{request_id}-{i}", start) for i, ticket in enumerate(body.tickets))
         )
-        return BatchResponse(results=answers)
+        return BatchResponse(results=[a.body() if isinstance(a, ApiError) else a for a in answers])
 
     async def labels(self) -> dict[str, Any]:
         return await self._model.labels.remote()
@@ -103,14 +99,21 @@ class Ingress:
             {"error": {"code": "unhealthy", "message": f"not answering: {failed}"}, "nodes": nodes}, 503
         )
 
-    async def _classify_raw(self, ticket: Any, request_id: str, start: float) -> ClassifyResponse | dict:
+    async def _answer(self, ticket: Any, request_id: str, start: float) -> ClassifyResponse | ApiError:
+        """One ticket, answered or refused; counted here whichever endpoint it came by."""
         try:
-            body = ClassifyRequest.model_validate(ticket)
-            return await self._classify_one(body, request_id, start)
+            body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
+            answer = await self._classify_one(body, request_id, start)
         except ValidationError as e:
-            return ApiError(422, "invalid_request", describe_validation_errors(e.errors())).body()
+            error = ApiError(422, "invalid_request", describe_validation_errors(e.errors()))
         except ApiError as e:
-            return e.body()
+            error = e
+        else:
+            self._requests.inc(tags={"route": answer.route, "status": "200"})
+            self._latency.observe(answer.latency_ms, tags={"route": answer.route})
+            return answer
+        self._requests.inc(tags={"route": "none", "status": str(error.status)})
+        return error
 
     async def _classify_one(self, body: ClassifyRequest, request_id: str, start: float) -> ClassifyResponse:
         text = normalize_text(body.text, self._config.max_text_chars)
@@ -129,8 +132,6 @@ class Ingress:
             logger.exception("model path failed for request %s", request_id)
             raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}")
         latency_ms = (time.perf_counter() - start) * 1000
-        self._requests.inc(tags={"route": "model", "status": "200"})
-        self._latency.observe(latency_ms, tags={"route": "model"})
         return ClassifyResponse(
             label=result["label"],
             confidence=round(result["confidence"], 6),

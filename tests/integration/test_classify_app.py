@@ -115,3 +115,30 @@ def test_concurrent_requests_all_answer(app):
     with cf.ThreadPoolExecutor(16) as pool:
         statuses = list(pool.map(lambda t: app.post("/v1/classify", json={"text": t}).status_code, texts))
     assert statuses == [200] * len(texts)
+
+
+def test_full_model_queue_answers_503_overloaded_with_retry_after(ray_serve, default_model_dir):
+    import concurrent.futures as cf
+
+    from deployments.config import AppConfig
+    from serve_app import bind_graph
+    from tests.integration.conftest import HTTP_PORT, classify_args
+
+    tight = {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
+    ray_serve.run(bind_graph(AppConfig.from_args(classify_args(default_model_dir)), tight),
+                  name="tight", route_prefix="/tight")
+    try:
+        import httpx
+
+        with httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/tight", timeout=60) as client:
+            with cf.ThreadPoolExecutor(32) as pool:
+                answers = list(pool.map(
+                    lambda i: client.post("/v1/classify", json={"text": f"where is my order {i}"}), range(96)
+                ))
+        statuses = [r.status_code for r in answers]
+        assert set(statuses) <= {200, 503}, statuses  # nothing lost, nothing else
+        rejected = [r for r in answers if r.status_code == 503]
+        assert rejected and statuses.count(200) > 0
+        assert all(r.json()["error"]["code"] == "overloaded" and r.headers["retry-after"] == "1" for r in rejected)
+    finally:
+        ray_serve.delete("tight")
