@@ -6,7 +6,7 @@ For each data set in ../shared/data: a stratified 80/20 split (seed 0); the mode
 command fine-tunes on the 80 %; the held-out 20 % goes through the running service over
 HTTP (16 concurrent clients); the baseline is all-MiniLM-L6-v2 mean-pooled embeddings
 (frozen) + logistic regression, trained and scored on the same split.
-Prints a table and writes bench/results/quality.json.
+Prints a table and writes bench/results/quality-<data set>.json.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import RESULTS, SHARED_DATA, percentile, print_table, start_serve, write_results
+from bench.common import SHARED_DATA, percentile, print_table, start_serve, write_results
 from models.build import ROOT, TrainSettings, base_model_dir, build
 
 DATASETS = {
@@ -146,12 +146,13 @@ def main() -> None:
     a = p.parse_args()
     names = a.dataset or sorted(DATASETS)
     start_serve(PORT)
-    rows, raw = [], {}
+    rows = []
     for name in names:
         train, test = load_split(name)
         base = baseline(train, test)
         ours = served(name, train, test, a.epochs)
-        raw[name] = {"train_rows": len(train), "test_rows": len(test), "baseline": base, "served": ours}
+        result = {"epochs": a.epochs, "train_rows": len(train), "test_rows": len(test), "baseline": base, "served": ours}
+        write_results(f"quality-{name}", result)
         for system, r in (("frozen MiniLM + logistic regression", base), ("served fine-tuned MiniLM (vLLM)", ours)):
             rows.append(
                 {
@@ -163,9 +164,7 @@ def main() -> None:
                     "p99 ms": f"{r['p99_ms']:.1f}" if "p99_ms" in r else "-",
                 }
             )
-    raw["table"] = print_table(rows)
-    write_results("quality", raw)
-    print(f"results in {RESULTS}")
+    print_table(rows)
 
 
 if __name__ == "__main__":
