@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 from ray.serve.metrics import Gauge
@@ -30,6 +31,8 @@ class ModelReplica:
     ):
         self._engine = engine_factory(config.engine, config.engine.model_dir)
         self._limit = AdjustableLimit(config.max_inflight_requests)
+        # vLLM refuses two in-flight requests with one id; clients may reuse X-Request-ID.
+        self._sequence = itertools.count()
         self._inflight = Gauge(
             "model_inflight_requests", description="Requests inside the engine right now."
         )
@@ -41,7 +44,7 @@ class ModelReplica:
     async def predict(self, prompt: list[int] | str, request_id: str) -> dict[str, Any]:
         async with self._limit:
             self._inflight.set(self._limit.active)
-            prediction = await self._engine.predict(prompt, request_id)
+            prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}")
         self._inflight.set(self._limit.active)
         return {
             "label": prediction.label,

@@ -142,3 +142,15 @@ def test_full_model_queue_answers_503_overloaded_with_retry_after(ray_serve, def
         assert all(r.json()["error"]["code"] == "overloaded" and r.headers["retry-after"] == "1" for r in rejected)
     finally:
         ray_serve.delete("tight")
+
+
+def test_clients_reusing_one_request_id_concurrently_all_get_answers(app):
+    import concurrent.futures as cf
+
+    def send(i):
+        return app.post("/v1/classify", json={"text": f"refund for order {i}"}, headers={"X-Request-ID": "same-id"})
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(send, range(24)))
+    assert [r.status_code for r in answers] == [200] * 24
+    assert {r.json()["request_id"] for r in answers} == {"same-id"}
