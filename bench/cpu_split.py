@@ -1,0 +1,74 @@
+"""Where the CPU goes: CPU seconds of every process during a bounded load on the default graph.
+
+    python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log]
+
+Prints the top processes with their share and the CPU-ms per answered request; writes
+bench/results/cpu_split.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import os
+
+import psutil
+from ray import serve
+
+from bench.common import closed_loop, start_serve, write_results
+from deployments.config import AppConfig
+from models.build import BUNDLED_DATA, DEFAULT_OUT
+from serve_app import bind_graph
+
+PORT = 18300
+
+
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    out = {}
+    for p in psutil.process_iter(["cmdline", "name"]):
+        try:
+            t = p.cpu_times()
+            out[p.pid] = ((" ".join(p.info["cmdline"] or []) or p.info["name"])[:60], t.user + t.system)
+        except psutil.Error:
+            continue
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--users", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--no-access-log", action="store_true", help="turn Serve's access logs off")
+    a = p.parse_args()
+    config = AppConfig.from_args({"model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}}})
+    options = {}
+    if a.no_access_log:
+        options = {n: {"logging_config": {"enable_access_log": False}} for n in ("Ingress", "Tokenizer", "ModelReplica")}
+    start_serve(PORT)
+    serve.run(bind_graph(config, options), name="cpu", route_prefix="/cpu")
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        bodies = [{"text": row["text"]} for row in csv.DictReader(f)]
+    url = f"http://127.0.0.1:{PORT}/cpu/v1/classify"
+    asyncio.run(closed_loop("warm-up", url, bodies, a.users, 5))
+    before = cpu_seconds()
+    result = asyncio.run(closed_loop("cpu split", url, bodies, a.users, a.seconds))
+    after = cpu_seconds()
+    me = os.getpid()
+    used = sorted(
+        ((after[pid][1] - before[pid][1], after[pid][0] + (" [load client + driver]" if pid == me else ""))
+         for pid in after if pid in before),
+        reverse=True,
+    )
+    total = sum(d for d, _ in used)
+    print(result.row())
+    for seconds, name in used[:10]:
+        print(f"{seconds:6.1f} s  {100 * seconds / total:5.1f} %  {name}")
+    per_request_ms = 1000 * total / max(1, result.ok)
+    print(f"total {total:.1f} CPU-s over {result.seconds:.1f} s; {per_request_ms:.1f} CPU-ms per request")
+    write_results("cpu_split", {**result.row(), "cpu_ms_per_request": per_request_ms,
+                                "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]]})
+
+
+if __name__ == "__main__":
+    main()
