@@ -77,6 +77,8 @@ class TicketEngine(Protocol):
 
     async def check_health(self) -> None: ...
 
+    def shutdown(self) -> None: ...
+
 
 class _VLLMEngine:
     """Shared start-up and text fallback for both modes."""

@@ -77,3 +77,9 @@ class ModelReplica:
 
     async def check_health(self) -> None:
         await self._engine.check_health()
+
+    def __del__(self):
+        # Serve calls this on graceful shutdown; stopping the engine frees its worker
+        # processes and KV memory at once instead of when the actor is reaped.
+        if hasattr(self, "_engine"):
+            self._engine.shutdown()
