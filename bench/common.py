@@ -7,11 +7,10 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+from models.build import ROOT
+
 RESULTS = ROOT / "bench" / "results"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
