@@ -7,6 +7,8 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
 import httpx
 
 from models.build import ROOT
