@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import statistics
 import time
@@ -11,10 +12,27 @@ from pathlib import Path
 
 import httpx
 
-from models.build import ROOT
+from models.build import BUNDLED_DATA, DEFAULT_OUT, ROOT
 
 RESULTS = ROOT / "bench" / "results"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# KV reservation per engine, as a fraction of RAM: a benchmark engine shares the machine.
+BENCH_KV_FRACTION = 0.1
+
+
+def graph_config(model_dir: Path = DEFAULT_OUT):
+    """The default graph's settings, serving `model_dir`."""
+    from deployments.config import AppConfig
+
+    return AppConfig.from_args(
+        {"model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}}}
+    )
+
+
+def bundled_bodies() -> list[dict]:
+    """Classify bodies for every ticket of the bundled data set."""
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        return [{"text": row["text"]} for row in csv.DictReader(f)]
 
 
 def percentile(values: list[float], q: float) -> float:

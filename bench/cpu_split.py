@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import os
 
 import psutil
 from ray import serve
 
-from bench.common import closed_loop, start_serve, write_results
-from deployments.config import AppConfig
-from models.build import BUNDLED_DATA, DEFAULT_OUT
+from bench.common import bundled_bodies, closed_loop, graph_config, start_serve, write_results
 from serve_app import bind_graph
 
 PORT = 18300
@@ -41,14 +38,13 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--no-access-log", action="store_true", help="turn Serve's access logs off")
     a = p.parse_args()
-    config = AppConfig.from_args({"model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}}})
+    config = graph_config()
     options = {}
     if a.no_access_log:
         options = {n: {"logging_config": {"enable_access_log": False}} for n in ("Ingress", "Tokenizer", "ModelReplica")}
     start_serve(PORT)
     serve.run(bind_graph(config, options), name="cpu", route_prefix="/cpu")
-    with open(BUNDLED_DATA, encoding="utf-8") as f:
-        bodies = [{"text": row["text"]} for row in csv.DictReader(f)]
+    bodies = bundled_bodies()
     url = f"http://127.0.0.1:{PORT}/cpu/v1/classify"
     asyncio.run(closed_loop("warm-up", url, bodies, a.users, 5))
     before = cpu_seconds()

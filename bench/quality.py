@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import SHARED_DATA, percentile, print_table, start_serve, write_results
+from bench.common import SHARED_DATA, graph_config, percentile, print_table, start_serve, write_results
 from models.build import BUNDLED_DATA, ROOT, TrainSettings, base_model_dir, build
 
 DATASETS = {
@@ -53,13 +53,9 @@ def load_split(name: str, seed: int = 0) -> tuple[list[tuple[str, str]], list[tu
     return train, test
 
 
-def embed(texts: list[str]) -> np.ndarray:
+def embed(texts: list[str], tok, model) -> np.ndarray:
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    base = base_model_dir()
-    tok = AutoTokenizer.from_pretrained(base)
-    model = AutoModel.from_pretrained(base).eval()
     out = []
     with torch.no_grad():
         for i in range(0, len(texts), 128):
@@ -74,11 +70,14 @@ def embed(texts: list[str]) -> np.ndarray:
 def baseline(train, test) -> dict:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, f1_score
+    from transformers import AutoModel, AutoTokenizer
 
     start = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(base_model_dir())
+    model = AutoModel.from_pretrained(base_model_dir()).eval()
     clf = LogisticRegression(C=10.0, max_iter=2000)
-    clf.fit(embed([t for t, _ in train]), [lab for _, lab in train])
-    pred = clf.predict(embed([t for t, _ in test]))
+    clf.fit(embed([t for t, _ in train], tok, model), [lab for _, lab in train])
+    pred = clf.predict(embed([t for t, _ in test], tok, model))
     gold = [lab for _, lab in test]
     return {
         "accuracy": accuracy_score(gold, pred),
@@ -110,7 +109,7 @@ def served(name: str, train, test, epochs: int) -> dict:
     from ray import serve
     from sklearn.metrics import accuracy_score, f1_score
 
-    from serve_app import build_app
+    from serve_app import bind_graph
 
     out = ROOT / "artifacts" / "models" / f"bench-{name}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,11 +119,7 @@ def served(name: str, train, test, epochs: int) -> dict:
         start = time.perf_counter()
         meta = build(data, "text", "label", out, None, TrainSettings(epochs=epochs))
         train_s = time.perf_counter() - start
-    serve.run(
-        build_app({"model": {"engine": {"model_dir": str(out), "gpu_memory_utilization": 0.1}}}),
-        name=name,
-        route_prefix="/",
-    )
+    serve.run(bind_graph(graph_config(out)), name=name, route_prefix="/")
     preds, latencies = asyncio.run(classify_all(test, PORT))
     serve.delete(name)
     gold = [lab for _, lab in test]

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 
 from fastapi import FastAPI
 from ray import serve
 
-from bench.common import closed_loop, print_table, start_serve, write_results
-from models.build import BUNDLED_DATA, DEFAULT_OUT
-from deployments.config import AppConfig
+from bench.common import bundled_bodies, closed_loop, graph_config, print_table, start_serve, write_results
 from serve_app import bind_graph
 
 PORT = 18200
@@ -39,9 +36,7 @@ def echo_app():
 
 
 def graph(serve_defaults: bool):
-    config = AppConfig.from_args(
-        {"model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}}}
-    )
+    config = graph_config()
     if not serve_defaults:
         return bind_graph(config)
     defaults = {"max_ongoing_requests": 5, "max_queued_requests": -1}
@@ -54,8 +49,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--warmup-seconds", type=float, default=5)
     a = p.parse_args()
-    with open(BUNDLED_DATA, encoding="utf-8") as f:
-        bodies = [{"text": row["text"]} for row in csv.DictReader(f)]
+    bodies = bundled_bodies()
 
     start_serve(PORT)
     targets = [

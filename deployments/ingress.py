@@ -95,9 +95,7 @@ class Ingress:
         if all(v == "ok" for v in nodes.values()):
             return JSONResponse({"status": "ok", "nodes": nodes})
         failed = ", ".join(k for k, v in nodes.items() if v != "ok")
-        return JSONResponse(
-            {"error": {"code": "unhealthy", "message": f"not answering: {failed}"}, "nodes": nodes}, 503
-        )
+        return JSONResponse({**ApiError(503, "unhealthy", f"not answering: {failed}").body(), "nodes": nodes}, 503)
 
     async def _answer(self, ticket: Any, request_id: str, start: float) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused; counted here whichever endpoint it came by."""
