@@ -5,8 +5,11 @@ from __future__ import annotations
 from ray import serve
 from ray.serve import Application
 
-from deployments import ingress, model_replica, tokenizer
+from deployments import antispam, edge_router, ingress, model_replica, rate_limiter, tokenizer
 from deployments.config import AppConfig
+
+MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica)
+DEPLOYMENT_NAMES = tuple(m.DEFAULT_OPTIONS["name"] for m in MODULES)
 
 
 def build_app(args: dict | None = None) -> Application:
@@ -16,12 +19,18 @@ def build_app(args: dict | None = None) -> Application:
 def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> Application:
     """`options` overrides Serve options per deployment name, as serve_config.yaml's `deployments` does."""
     options = options or {}
+    limiter_options = options.get(rate_limiter.DEFAULT_OPTIONS["name"], {})
+    if limiter_options.get("num_replicas", 1) != 1 or "autoscaling_config" in limiter_options:
+        raise ValueError(f"RateLimiter holds all users' buckets and must run exactly 1 replica, got {limiter_options}")
 
     def deployment(cls, defaults: dict):
         return serve.deployment(cls, **{**defaults, **options.get(defaults["name"], {})})
 
+    model_dir = config.model.engine.model_dir
     model = deployment(model_replica.ModelReplica, model_replica.DEFAULT_OPTIONS).bind(config.model)
-    tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(
-        config.tokenizer, model, config.model.engine.model_dir
-    )
-    return deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS).bind(config.ingress, tok, model)
+    tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
+    edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(config.edge, tok, model, model_dir)
+    limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
+    spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
+    nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model}
+    return deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS).bind(config.ingress, spam, nodes)

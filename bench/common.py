@@ -20,12 +20,26 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 BENCH_KV_FRACTION = 0.1
 
 
-def graph_config(model_dir: Path = DEFAULT_OUT):
-    """The default graph's settings, serving `model_dir`."""
+# A benchmark client is one address sending for many users: limits that cannot fire
+# (the rate-limit hop is still taken).
+LOAD_ANTISPAM = {
+    "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 100_000}, "standard": {"requests_per_s": 100_000}}},
+    "duplicates": {"max_repeats": 100_000},
+}
+# Every ticket goes to the model: what the seeds measured as "before".
+EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
+
+
+def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False):
+    """The default graph's settings serving `model_dir`, edge answers on or off."""
     from deployments.config import AppConfig
 
     return AppConfig.from_args(
-        {"model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}}}
+        {
+            "antispam": LOAD_ANTISPAM,
+            "edge": {} if edge else EDGE_OFF,
+            "model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}},
+        }
     )
 
 

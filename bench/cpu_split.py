@@ -16,7 +16,7 @@ import psutil
 from ray import serve
 
 from bench.common import bundled_bodies, closed_loop, graph_config, start_serve, write_results
-from serve_app import bind_graph
+from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18300
 
@@ -41,7 +41,7 @@ def main() -> None:
     config = graph_config()
     options = {}
     if a.no_access_log:
-        options = {n: {"logging_config": {"enable_access_log": False}} for n in ("Ingress", "Tokenizer", "ModelReplica")}
+        options = {n: {"logging_config": {"enable_access_log": False}} for n in DEPLOYMENT_NAMES}
     start_serve(PORT)
     serve.run(bind_graph(config, options), name="cpu", route_prefix="/cpu")
     bodies = bundled_bodies()

@@ -4,7 +4,9 @@
 
 Targets, each on the same Ray + Serve instance and HTTP proxy:
   echo            one FastAPI deployment answering a fixed JSON (the floor of a Serve hop)
-  model path      the default graph (ingress -> tokenizer -> vLLM model replica)
+  model path      the default graph (ingress -> anti-spam (+ rate limiter) -> edge router ->
+                  tokenizer -> vLLM model replica) with edge answers off: every ticket
+                  takes every hop
   model path, Serve defaults   the same graph with Serve's default max_ongoing_requests (5)
 Prints a table and writes bench/results/throughput.json.
 """
@@ -18,7 +20,7 @@ from fastapi import FastAPI
 from ray import serve
 
 from bench.common import bundled_bodies, closed_loop, graph_config, print_table, start_serve, write_results
-from serve_app import bind_graph
+from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18200
 
@@ -40,7 +42,7 @@ def graph(serve_defaults: bool):
     if not serve_defaults:
         return bind_graph(config)
     defaults = {"max_ongoing_requests": 5, "max_queued_requests": -1}
-    return bind_graph(config, {name: defaults for name in ("Ingress", "Tokenizer", "ModelReplica")})
+    return bind_graph(config, {name: defaults for name in DEPLOYMENT_NAMES if name != "RateLimiter"})
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,6 +34,45 @@ class ApiError(Exception):
         return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """One normalized ticket as it travels the graph (never logged: it holds customer text)."""
+
+    text: str
+    request_id: str
+    user_id: str | None = None
+    tenant: str | None = None
+    client: str = "unknown"  # caller's address: the rate-limit key of anonymous requests
+    tier_header: str | None = None
+    lang_hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a node of the graph answers for a ticket; the ingress adds request id and latency."""
+
+    label: str
+    confidence: float
+    route: Route
+    model_version: str
+    language: str | None = None
+    answer_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A node's refusal, returned rather than raised: exceptions crossing Ray lose their
+    fields and get logged with tracebacks, and a refusal is an answer, not a failure."""
+
+    status: int
+    code: str
+    message: str
+    retry_after_s: int | None = None
+
+    def error(self) -> ApiError:
+        return ApiError(self.status, self.code, self.message, self.retry_after_s)
+
+
 class ClassifyRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -51,6 +91,8 @@ class ClassifyResponse(BaseModel):
     request_id: str = Field(description="id of this request, also in the X-Request-ID header")
     latency_ms: float = Field(description="time spent inside the service")
     degraded: bool = Field(False, description="answered by a fallback path")
+    language: str | None = Field(None, description="language the ticket was read as (detected, or the hint)")
+    answer_id: str | None = Field(None, description="route template: id of the canned answer to send")
 
 
 class BatchRequest(BaseModel):

@@ -7,6 +7,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from deployments.engines import EngineConfig
+from policies.language import LanguageConfig
+from policies.rate_limit import DuplicateConfig, RateLimitConfig
+from policies.spam import SpamRulesConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +30,48 @@ class IngressConfig(_Strict):
     request_timeout_s: float = Field(30.0, gt=0, description="end-to-end budget for one ticket")
     health_timeout_s: float = Field(5.0, gt=0, description="how long /healthz waits for each node")
     retry_after_s: int = Field(1, ge=0, description="Retry-After sent with 503 overloaded")
+    tier_header: str = Field(
+        "x-user-tier", description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)"
+    )
+
+
+class AntiSpamConfig(_Strict):
+    rules: SpamRulesConfig = Field(default_factory=SpamRulesConfig, description="content rules")
+    reference_texts_file: str = Field(
+        "models/data/tickets.csv",
+        description="CSV of real tickets (column 'text') the random-string rule learns letter pairs from",
+    )
+    rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig, description="per-user token buckets")
+    duplicates: DuplicateConfig = Field(default_factory=DuplicateConfig, description="same text, same user")
+    limiter_timeout_ms: float = Field(
+        250.0, gt=0, description="after this without the rate-limit actor's answer the ticket is admitted"
+    )
+
+    @field_validator("reference_texts_file")
+    @classmethod
+    def _resolve(cls, v: str) -> str:
+        return resolve_project_path(v)
+
+
+class EdgeConfig(_Strict):
+    language: LanguageConfig = Field(default_factory=LanguageConfig, description="language detection")
+    templates_enabled: bool = Field(True, description="answer tickets matching a template (route template)")
+    templates_file: str = Field("config/templates.yaml", description="template rules (relative: project root)")
+    cache_enabled: bool = Field(True, description="answer repeated tickets from model answers (route cache)")
+    cache_max_entries: int = Field(100_000, gt=0, description="result cache size, least recently used evicted")
+    cache_ttl_s: float = Field(3600.0, gt=0, description="result cache entry lifetime")
+    pre_classifier_enabled: bool = Field(True, description="answer confident simple tickets at the edge")
+    pre_classifier_min_confidence: float = Field(
+        0.8, gt=0, le=1, description="pre-classifier probability needed to answer (route edge_model)"
+    )
+    pre_classifier_intents: list[str] | None = Field(
+        None, description="intents the pre-classifier may answer; default: the model's 'simple' tier"
+    )
+
+    @field_validator("templates_file")
+    @classmethod
+    def _resolve(cls, v: str) -> str:
+        return resolve_project_path(v)
 
 
 class TokenizerConfig(_Strict):
@@ -58,6 +103,8 @@ class ModelReplicaConfig(_Strict):
 
 class AppConfig(_Strict):
     ingress: IngressConfig = Field(default_factory=IngressConfig, description="HTTP front door")
+    antispam: AntiSpamConfig = Field(default_factory=AntiSpamConfig, description="anti-spam filter")
+    edge: EdgeConfig = Field(default_factory=EdgeConfig, description="edge router")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="tokenizer deployment")
     model: ModelReplicaConfig = Field(default_factory=ModelReplicaConfig, description="model replica")
 

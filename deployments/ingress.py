@@ -1,4 +1,4 @@
-"""HTTP front door: validates and normalizes tickets, calls the tokenizer -> model path."""
+"""HTTP front door: validates and normalizes tickets, hands them to the first node of the graph."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ from ray.serve.metrics import Counter, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.api import (
+    Answer,
     ApiError,
     BatchRequest,
     BatchResponse,
     ClassifyRequest,
     ClassifyResponse,
     ErrorBody,
+    Ticket,
     describe_validation_errors,
     normalize_text,
 )
@@ -43,10 +45,12 @@ _HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed",
 
 
 class Ingress:
-    def __init__(self, config: IngressConfig, tokenizer: DeploymentHandle, model: DeploymentHandle):
+    def __init__(self, config: IngressConfig, first: DeploymentHandle, nodes: dict[str, DeploymentHandle]):
+        """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
+        (and "model" for /v1/labels)."""
         self._config = config
-        self._tokenizer = tokenizer
-        self._model = model
+        self._first = first
+        self._nodes = nodes
         self._requests = Counter(
             "ticket_requests_total",
             description="Classify requests answered, by route and HTTP status.",
@@ -60,7 +64,8 @@ class Ingress:
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
-        answer = await self._answer(body, _request_id(request), time.perf_counter())
+        context = _context(request, self._config.tier_header)
+        answer = await self._answer(body, _request_id(request), time.perf_counter(), context)
         if isinstance(answer, ApiError):
             return _error_response(answer)
         return JSONResponse(answer.model_dump())
@@ -74,13 +79,14 @@ class Ingress:
             )
         start = time.perf_counter()
         request_id = _request_id(request)
+        context = _context(request, self._config.tier_header)
         answers = await asyncio.gather(
-            *(self._answer(ticket, f"{request_id}-{i}", start) for i, ticket in enumerate(body.tickets))
+            *(self._answer(ticket, f"{request_id}-{i}", start, context) for i, ticket in enumerate(body.tickets))
         )
         return BatchResponse(results=[a.body() if isinstance(a, ApiError) else a for a in answers])
 
     async def labels(self) -> dict[str, Any]:
-        return await self._model.labels.remote()
+        return await self._nodes["model"].labels.remote()
 
     async def healthz(self) -> JSONResponse:
         async def probe(handle: DeploymentHandle) -> str:
@@ -90,18 +96,21 @@ class Ingress:
             except Exception as e:  # any failure of a node makes the graph unhealthy
                 return f"{type(e).__name__}"
 
-        tokenizer, model = await asyncio.gather(probe(self._tokenizer), probe(self._model))
-        nodes = {"ingress": "ok", "tokenizer": tokenizer, "model": model}
+        names = list(self._nodes)
+        states = await asyncio.gather(*(probe(self._nodes[name]) for name in names))
+        nodes = {"ingress": "ok", **dict(zip(names, states))}
         if all(v == "ok" for v in nodes.values()):
             return JSONResponse({"status": "ok", "nodes": nodes})
         failed = ", ".join(k for k, v in nodes.items() if v != "ok")
         return JSONResponse({**ApiError(503, "unhealthy", f"not answering: {failed}").body(), "nodes": nodes}, 503)
 
-    async def _answer(self, ticket: Any, request_id: str, start: float) -> ClassifyResponse | ApiError:
+    async def _answer(
+        self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
+    ) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused; counted here whichever endpoint it came by."""
         try:
             body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
-            answer = await self._classify_one(body, request_id, start)
+            answer = await self._classify_one(body, request_id, start, context)
         except ValidationError as e:
             error = ApiError(422, "invalid_request", describe_validation_errors(e.errors()))
         except ApiError as e:
@@ -113,9 +122,19 @@ class Ingress:
         self._requests.inc(tags={"route": "none", "status": str(error.status)})
         return error
 
-    async def _classify_one(self, body: ClassifyRequest, request_id: str, start: float) -> ClassifyResponse:
-        text = normalize_text(body.text, self._config.max_text_chars)
-        response = self._tokenizer.classify.remote(text, request_id)
+    async def _classify_one(
+        self, body: ClassifyRequest, request_id: str, start: float, context: dict[str, Any]
+    ) -> ClassifyResponse:
+        ticket = Ticket(
+            text=normalize_text(body.text, self._config.max_text_chars),
+            request_id=request_id,
+            user_id=body.user_id,
+            tenant=body.tenant,
+            client=context["client"],
+            tier_header=context["tier_header"],
+            lang_hint=body.lang or context["accept_language"],
+        )
+        response = self._first.classify.remote(ticket)
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:
@@ -129,14 +148,18 @@ class Ingress:
             # Never echo the ticket text: logs must not hold customer data.
             logger.exception("model path failed for request %s", request_id)
             raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}")
+        if not isinstance(result, Answer):
+            raise result.error()
         latency_ms = (time.perf_counter() - start) * 1000
         return ClassifyResponse(
-            label=result["label"],
-            confidence=round(result["confidence"], 6),
-            route="model",
-            model_version=result["model_version"],
+            label=result.label,
+            confidence=round(result.confidence, 6),
+            route=result.route,
+            model_version=result.model_version,
             request_id=request_id,
             latency_ms=round(latency_ms, 2),
+            language=result.language,
+            answer_id=result.answer_id,
         )
 
 
@@ -160,6 +183,17 @@ class _JsonBodies:
 def _request_id(request: Request) -> str:
     """Serve's own id (the client's X-Request-ID, or one its proxy made), so logs correlate."""
     return request.headers.get("x-request-id") or uuid.uuid4().hex
+
+
+def _context(request: Request, tier_header: str) -> dict[str, Any]:
+    """What the graph needs from the HTTP request besides the body."""
+    accept = request.headers.get("accept-language")
+    return {
+        "client": request.client.host if request.client else "unknown",
+        "tier_header": request.headers.get(tier_header),
+        # First tag of "ja-JP,ja;q=0.9,en;q=0.8"; only a hint for language detection.
+        "accept_language": accept.split(",")[0].split(";")[0].strip() or None if accept else None,
+    }
 
 
 def _error_response(e: ApiError) -> JSONResponse:

@@ -6,7 +6,8 @@
 
 The output directory is what vLLM's pooling runner loads (config.json with id2label,
 safetensors weights, tokenizer files) plus `ticketserve.json` (version, labels, tiers,
-tokenizer hash). A second run with the same data and settings reuses the directory.
+tokenizer hash) and the edge router's pre-classifier trained on the same rows
+(`edge_classifier.npz`). A second run with the same data and settings reuses the directory.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from pathlib import Path
 import yaml
 
 from models.artifacts import METADATA_FILE, ModelMetadata, tokenizer_hash
+from models.edge_classifier import train_edge_classifier
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = ROOT / "models" / "data" / "tickets.csv"
 BUNDLED_INTENTS = ROOT / "models" / "data" / "intents.yaml"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
 # Bump when the training code changes what it builds, so existing models are rebuilt.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,11 @@ def build(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     accuracy = train(rows, labels, base, tmp, settings)
+    version = f"{out.name}-minilm-{fp}"
+    edge, edge_accuracy = train_edge_classifier(rows, labels, version)
+    edge.save(tmp)
     meta = ModelMetadata(
-        version=f"{out.name}-minilm-{fp}",
+        version=version,
         fingerprint=fp,
         labels=labels,
         tiers=read_tiers(tiers_file, labels),
@@ -190,6 +195,7 @@ def build(
         trained_rows=len(rows),
         train_accuracy=round(accuracy, 4),
         data_file=data.name,
+        extra={"edge_classifier_train_accuracy": round(edge_accuracy, 4)},
     )
     meta.save(tmp)
     shutil.rmtree(out, ignore_errors=True)

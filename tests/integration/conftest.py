@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import time
 
@@ -15,6 +16,13 @@ HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
 # Per-engine KV reservation, as a fraction of RAM: several engines share this machine.
 CLASSIFY_KV_FRACTION = 0.1
 GENERATE_KV_FRACTION = 0.15
+
+
+def long_ticket(chars: int) -> str:
+    """Real, non-repetitive text of about `chars` characters: bundled tickets one after
+    another (a ticket made by repeating one sentence is refused as repeated_words)."""
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        return " ".join(row["text"] for row in csv.DictReader(f) if row["lang"] == "en")[:chars].strip()
 
 
 @pytest.fixture(scope="session")
@@ -42,19 +50,31 @@ def ray_serve():
     ray.shutdown()
 
 
-def classify_args(model_dir: str, **tokenizer) -> dict:
+# Many tests share one graph and send the same texts from one address: limits that
+# cannot fire there; the rate-limit tests deploy their own strict graph.
+LENIENT_ANTISPAM = {
+    "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 10_000}, "standard": {"requests_per_s": 10_000}}},
+    "duplicates": {"max_repeats": 10_000},
+}
+# Every ticket to the model: for tests of the tokenizer and model path.
+EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
+
+
+def classify_args(model_dir: str, **sections) -> dict:
     return {
-        "tokenizer": tokenizer,
+        "antispam": LENIENT_ANTISPAM,
         "model": {"engine": {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+        **sections,
     }
 
 
-def generate_args(model_dir: str, **tokenizer) -> dict:
+def generate_args(model_dir: str, **sections) -> dict:
     return {
-        "tokenizer": tokenizer,
+        "antispam": LENIENT_ANTISPAM,
         "model": {
             "engine": {"mode": "generate", "model_dir": model_dir, "gpu_memory_utilization": GENERATE_KV_FRACTION}
         },
+        **sections,
     }
 
 

@@ -1,0 +1,90 @@
+"""Anti-spam filter: content rules here, per-user limits in the RateLimiter actor."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hashlib
+import logging
+
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter
+
+from deployments.api import Answer, Refusal, Ticket
+from deployments.config import AntiSpamConfig
+from policies.spam import LetterPairs, SpamRules
+
+logger = logging.getLogger("ray.serve")
+
+DEFAULT_OPTIONS = {
+    "name": "AntiSpam",
+    "max_ongoing_requests": 1024,
+    "ray_actor_options": {"num_cpus": 0},
+}
+
+
+def load_letter_pairs(path: str) -> LetterPairs:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f)
+        if "text" not in (reader.fieldnames or []):
+            raise ValueError(f"{path}: needs a 'text' column, has {reader.fieldnames}")
+        return LetterPairs([row["text"] for row in reader])
+
+
+class AntiSpam:
+    """Content rules run in each replica: their thresholds adapt to the traffic this
+    replica sees, a fair sample of all traffic, so no state needs sharing."""
+
+    def __init__(self, config: AntiSpamConfig, limiter: DeploymentHandle, next_node: DeploymentHandle):
+        self._config = config
+        self._rules = SpamRules(config.rules, load_letter_pairs(config.reference_texts_file))
+        self._limiter = limiter
+        self._next = next_node
+        self._blocked = Counter(
+            "antispam_blocked_total",
+            description="Tickets refused by the anti-spam filter, by rule.",
+            tag_keys=("rule",),
+        )
+        self._limiter_unavailable = Counter(
+            "antispam_limiter_unavailable_total",
+            description="Tickets admitted without a rate-limit decision (actor slow or down).",
+        )
+
+    async def classify(self, ticket: Ticket) -> Answer | Refusal:
+        rule = self._rules.check(ticket.text)
+        if rule is not None:
+            self._blocked.inc(tags={"rule": rule})
+            return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")
+        refusal = await self._admit(ticket)
+        if refusal is not None:
+            return refusal
+        return await self._next.classify.remote(ticket)
+
+    async def _admit(self, ticket: Ticket) -> Refusal | None:
+        rate = self._config.rate_limit
+        tier = rate.tier_of(ticket.user_id, ticket.tier_header)
+        key = f"user:{ticket.tenant or ''}/{ticket.user_id}" if ticket.user_id is not None else f"addr:{ticket.client}"
+        digest = hashlib.blake2b(ticket.text.encode(), digest_size=8).hexdigest()
+        try:
+            admission = await asyncio.wait_for(
+                self._limiter.admit.remote(key, tier, digest), self._config.limiter_timeout_ms / 1000
+            )
+        except Exception as e:  # slow or lost limiter: admit rather than fail the ticket
+            self._limiter_unavailable.inc()
+            logger.warning("rate limiter unavailable (%s); admitting request %s", type(e).__name__, ticket.request_id)
+            return None
+        if admission.rule == "rate_limited":
+            self._blocked.inc(tags={"rule": "rate_limited"})
+            return Refusal(
+                429, "rate_limited", f"too many requests for tier {tier}; retry later", admission.retry_after_s
+            )
+        if admission.rule == "duplicate":
+            self._blocked.inc(tags={"rule": "duplicate"})
+            return Refusal(422, "spam_detected", "refused by anti-spam rule duplicate: the same text too often")
+        return None
+
+    def thresholds(self) -> dict[str, float]:
+        return self._rules.thresholds()
+
+    async def ping(self) -> str:
+        return "ok"

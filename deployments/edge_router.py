@@ -1,0 +1,148 @@
+"""Edge router: language check, result cache, templates and the pre-classifier answer
+what they can; the rest goes on to the tokenizer and the model replica."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter, Gauge
+
+from deployments.api import Answer, Refusal, Ticket
+from deployments.config import EdgeConfig
+from models.edge_classifier import EdgeClassifier
+from policies.cache import LruTtlCache
+from policies.language import Identify, detect_language
+from policies.templates import TemplateSet
+
+logger = logging.getLogger("ray.serve")
+
+DEFAULT_OPTIONS = {
+    "name": "EdgeRouter",
+    "max_ongoing_requests": 1024,
+    "ray_actor_options": {"num_cpus": 0},
+}
+
+
+def py3langid_identifier() -> Identify:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+    def identify(text: str) -> tuple[str, float]:
+        language, probability = identifier.classify(text)
+        return language, float(probability)
+
+    return identify
+
+
+class EdgeRouter:
+    async def __init__(
+        self,
+        config: EdgeConfig,
+        tokenizer: DeploymentHandle,
+        model: DeploymentHandle,
+        model_dir: str,
+        identify_factory: Callable[[], Identify] = py3langid_identifier,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._config = config
+        self._tokenizer = tokenizer
+        self._clock = clock
+        self._identify = identify_factory()
+        self._model_dir = model_dir
+        info = await model.labels.remote()
+        labels = {item["name"]: item["tier"] for item in info["labels"]}
+        self._templates = TemplateSet.from_yaml(config.templates_file) if config.templates_enabled else None
+        unknown = sorted(set(self._templates.intents if self._templates else ()) - set(labels))
+        unknown += sorted(set(config.pre_classifier_intents or ()) - set(labels))
+        if unknown:
+            raise RuntimeError(
+                f"edge router: intents {unknown} are not labels of model {info['model_version']}; "
+                f"labels are {sorted(labels)}"
+            )
+        self._edge_intents = set(
+            config.pre_classifier_intents
+            if config.pre_classifier_intents is not None
+            else [name for name, tier in labels.items() if tier == "simple"]
+        )
+        self._model_version = info["model_version"]
+        self._pre_classifier = self._load_pre_classifier() if config.pre_classifier_enabled else None
+        self._cache: LruTtlCache[tuple[str, str, str], tuple[str, float]] = LruTtlCache(
+            config.cache_max_entries, config.cache_ttl_s
+        )
+        self._routes = Counter(
+            "edge_routes_total",
+            description="Tickets leaving the edge router, by route (template, cache, edge_model, model) or refusal.",
+            tag_keys=("route",),
+        )
+        self._cache_size = Gauge("edge_cache_entries", description="Entries in this replica's result cache.")
+
+    def _load_pre_classifier(self) -> EdgeClassifier | None:
+        try:
+            classifier = EdgeClassifier.load(self._model_dir)
+        except FileNotFoundError as e:
+            # Models built elsewhere (an instruct LLM for generate mode) come without one.
+            logger.warning("no edge pre-classifier, route edge_model is off: %s", e)
+            return None
+        if classifier.model_version != self._model_version:
+            raise RuntimeError(
+                f"edge classifier in {self._model_dir} belongs to {classifier.model_version}, "
+                f"the model replica serves {self._model_version}; rebuild with `python -m models.build`"
+            )
+        return classifier
+
+    async def classify(self, ticket: Ticket) -> Answer | Refusal:
+        c = self._config
+        lang = detect_language(ticket.text, ticket.lang_hint, c.language, self._identify)
+        if not lang.supported:
+            self._routes.inc(tags={"route": "unsupported_language"})
+            return Refusal(
+                422,
+                "unsupported_language",
+                f"the ticket reads as {lang.language!r}; served languages are {', '.join(c.language.supported)}",
+            )
+        key = (ticket.tenant or "", ticket.text, self._model_version)
+        if c.cache_enabled and (hit := self._cache.get(key, self._clock())) is not None:
+            return self._answer(hit[0], hit[1], "cache", lang.language)
+        if self._templates and (template := self._templates.match(ticket.text, lang.language)):
+            return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
+        if self._pre_classifier is not None:
+            guess = self._pre_classifier.predict(ticket.text)
+            if guess.label in self._edge_intents and guess.confidence >= c.pre_classifier_min_confidence:
+                return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
+        result = await self._tokenizer.classify.remote(ticket.text, ticket.request_id)
+        if result["model_version"] != self._model_version:
+            self._on_new_model(result["model_version"])
+        if c.cache_enabled:
+            self._cache.put(
+                (ticket.tenant or "", ticket.text, result["model_version"]),
+                (result["label"], result["confidence"]),
+                self._clock(),
+            )
+            self._cache_size.set(len(self._cache))
+        return self._answer(result["label"], result["confidence"], "model", lang.language)
+
+    def _answer(self, label: str, confidence: float, route: str, language: str, answer_id: str | None = None) -> Answer:
+        self._routes.inc(tags={"route": route})
+        return Answer(label, confidence, route, self._model_version, language, answer_id)
+
+    def _on_new_model(self, version: str) -> None:
+        """The replica was redeployed under us: no answer of the old model may be served again."""
+        logger.info("model version changed from %s to %s; result cache cleared", self._model_version, version)
+        self._model_version = version
+        self._cache.clear()
+        if self._pre_classifier is not None:
+            try:
+                self._pre_classifier = self._load_pre_classifier()
+            except RuntimeError as e:
+                logger.warning("route edge_model is off: %s", e)
+                self._pre_classifier = None
+
+    def stats(self) -> dict[str, int]:
+        return {"cache_entries": len(self._cache), "cache_evicted": self._cache.evicted}
+
+    async def ping(self) -> str:
+        return "ok"

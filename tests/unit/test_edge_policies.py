@@ -1,0 +1,70 @@
+import pytest
+
+from deployments.config import PROJECT_ROOT
+from policies.cache import LruTtlCache
+from policies.language import LanguageConfig, detect_language, dominant_script, primary_subtag
+from policies.templates import TemplateSet, _TemplateFile
+
+CONFIG = LanguageConfig()
+
+
+def fixed(language: str, probability: float):
+    return lambda text: (language, probability)
+
+
+def test_confident_identifier_wins_over_hint():
+    d = detect_language("Wo ist meine Bestellung?", "en", CONFIG, fixed("de", 0.99))
+    assert (d.language, d.supported, d.source) == ("de", False, "identifier")
+    assert detect_language("where is my order", None, CONFIG, fixed("en", 0.95)).supported
+
+
+def test_uncertain_identifier_falls_back_on_script_then_hint():
+    assert detect_language("refund pls", None, CONFIG, fixed("da", 0.1)).language == "en"
+    d = detect_language("Где мой заказ?", "en", CONFIG, fixed("ru", 0.47))
+    assert (d.supported, d.source) == (False, "script")  # a hint cannot make Cyrillic English
+    assert detect_language("注文", "ja", CONFIG, fixed("zh", 0.6)).language == "ja"
+    assert detect_language("注文", None, CONFIG, fixed("zh", 0.6)).language == "zh"
+    assert detect_language("ログイン", None, CONFIG, fixed("zh", 0.5)).language == "ja"
+    assert detect_language("12345 🙂", "zh-Hans", CONFIG, fixed("en", 0.1)).language == "zh"
+    assert detect_language("12345 🙂", None, CONFIG, fixed("en", 0.1)).source == "default"
+
+
+def test_scripts_and_tags():
+    assert dominant_script("") is None
+    assert dominant_script("我的order") == "latin"
+    assert dominant_script("注文したのに") == "kana"
+    assert primary_subtag("en-US") == "en"
+    assert LanguageConfig(supported=["EN", "ja-JP"]).supported == ["en", "ja"]
+
+
+def test_lru_ttl_cache():
+    cache = LruTtlCache(max_entries=2, ttl_s=10)
+    cache.put("a", 1, now=0)
+    cache.put("b", 2, now=1)
+    assert cache.get("a", now=2) == 1  # a is now the most recent
+    cache.put("c", 3, now=3)
+    assert cache.get("b", now=3) is None and cache.evicted == 1
+    assert cache.get("a", now=9.9) == 1
+    assert cache.get("a", now=10) is None and cache.expired == 1
+    with pytest.raises(ValueError):
+        LruTtlCache(0, 1)
+
+
+def test_bundled_templates():
+    templates = TemplateSet.from_yaml(PROJECT_ROOT / "config" / "templates.yaml")
+    assert templates.match("I forgot my password", "en").intent == "password_reset"
+    assert templates.match("忘记密码了怎么办", "zh").intent == "password_reset"
+    assert templates.match("パスワードを忘れてしまいました。", "ja").intent == "password_reset"
+    assert templates.match("I forgot my password", "ja") is None  # patterns are per language
+    assert templates.match("I did not forget my password", "en") is None
+    assert templates.match("I forgot my password and want to delete my account", "en") is None
+    assert templates.match("where is my order?", "en").answer_id == "kb-order-tracking"
+    assert templates.match("I forgot my password " + "x" * 200, "en") is None
+
+
+def test_bad_template_pattern_is_named():
+    spec = _TemplateFile.model_validate(
+        {"templates": [{"id": "t", "intent": "i", "answer_id": "a", "patterns": {"en": ["(unclosed"]}}]}
+    )
+    with pytest.raises(ValueError, match=r"bad pattern '\(unclosed'"):
+        TemplateSet(spec)

@@ -1,0 +1,127 @@
+import csv
+import random
+import string
+
+import pytest
+
+from deployments.antispam import load_letter_pairs
+from deployments.api import normalize_text
+from deployments.config import PROJECT_ROOT, AntiSpamConfig
+from policies.adaptive import AdaptiveThreshold, AdaptiveThresholdConfig
+from policies.spam import (
+    LetterPairs,
+    SpamRules,
+    SpamRulesConfig,
+    distinct_trigram_share,
+    entropy_bits,
+    random_share,
+    repeat_ratio,
+)
+
+LETTERS = load_letter_pairs(AntiSpamConfig().reference_texts_file)
+# A long real ticket: distinct bundled tickets one after the other.
+with open(PROJECT_ROOT / "models" / "data" / "tickets.csv", encoding="utf-8") as f:
+    LONG_TICKET = " ".join(row["text"] for row in csv.DictReader(f) if row["lang"] == "en")[:10_000]
+
+
+def rules() -> SpamRules:
+    return SpamRules(SpamRulesConfig(), LETTERS)
+
+
+def check(text: str) -> str | None:
+    return rules().check(normalize_text(text, 10_000))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a",
+        "?",
+        "ok",
+        "🙂",
+        "🙂🙂🙂",
+        "退款",
+        "パスワード",
+        "where is my order?",
+        "Hellooooo, my package never arrived!!",
+        "order 100000000 was charged twice",
+        "Order #A1B2C3 has not shipped",
+        "我的订单ABC123还没到，能帮我查一下吗",
+        "アカウントにログインできません。help please",
+        "Chcę anulować moje zamówienie",
+        LONG_TICKET,
+    ],
+)
+def test_legitimate_texts_pass(text):
+    assert check(text) is None
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ("aaaaaaaaaaaa", "repeated_chars"),
+        ("!!!!!!!!!!!!!!!!", "repeated_chars"),
+        ("heyyyyyyyyyyyyyyy", "repeated_chars"),
+        ("buy now buy now buy now buy now", "repeated_words"),
+        ("ha" * 20, "low_entropy"),
+        ("I want a refund. " * 30, "repeated_words"),
+        ("xkqzvbtrwplm", "random_string"),
+        ("a8f7d6s5a4k3", "random_string"),
+        ("qwrtzp lkjhgf mnbvcx", "random_string"),
+        ("fol ewqu zibaj kwoe xupa", "random_string"),
+    ],
+)
+def test_spam_rules_fire(text, rule):
+    assert check(text) == rule
+
+
+def test_features():
+    assert repeat_ratio("aaaa") == (4, 1.0)
+    assert repeat_ratio("a") == (1, 0.0)
+    assert repeat_ratio("ab ab") == (4, 0.0)
+    assert entropy_bits("") == 0.0
+    assert entropy_bits("abab") == pytest.approx(1.0)
+    assert random_share("hello world") == (10, 0.0)
+    assert random_share("订单") == (0, 0.0)
+    assert random_share("xkqzvbt ok") == (9, pytest.approx(7 / 9))
+    assert distinct_trigram_share("a b a b a") == (5, 2 / 3)
+    assert distinct_trigram_share("") == (0, 1.0)
+    letters = LetterPairs(["the cat"])
+    assert letters.mean_log_prob("123") == (0, 0.0)
+    assert letters.mean_log_prob("the")[1] > letters.mean_log_prob("xqz")[1]
+
+
+@pytest.mark.parametrize("alphabet", [string.ascii_lowercase + string.digits, string.ascii_lowercase + " " * 5])
+def test_random_strings_are_mostly_caught(alphabet):
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(20, 80))) for _ in range(500)]
+    caught = sum(check(t) is not None for t in texts)
+    assert caught / len(texts) > 0.95
+
+
+def test_entropy_floor_adapts_within_bounds():
+    config = AdaptiveThresholdConfig(
+        initial=3.0, lower_bound=2.5, upper_bound=3.3, quantile=0.01, margin=0.1, min_samples=10, recompute_every_samples=10
+    )
+    floor = AdaptiveThreshold(config, "floor")
+    for _ in range(9):
+        floor.observe(2.0)
+    assert floor.value == 3.0  # not enough samples yet
+    floor.observe(2.0)
+    assert floor.value == 2.5  # follows legitimate traffic down, but only to the bound
+    for _ in range(config.window_samples):
+        floor.observe(4.5)
+    assert floor.value == 3.3
+
+
+def test_blocked_texts_do_not_move_thresholds():
+    rules_ = rules()
+    before = rules_.thresholds()
+    for _ in range(5000):
+        assert rules_.check("aaaaaaaaaaaaaaaaaaaa") == "repeated_chars"
+    assert rules_.thresholds() == before
+
+
+def test_bad_adaptive_bounds_are_named():
+    with pytest.raises(ValueError, match="lower_bound <= initial <= upper_bound"):
+        AdaptiveThresholdConfig(initial=5, lower_bound=2.5, upper_bound=3.3)
