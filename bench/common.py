@@ -137,5 +137,8 @@ def start_serve(port: int) -> None:
     import ray
     from ray import serve
 
+    from deployments.runtime import apply_ray_env
+
+    apply_ray_env()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -9,6 +9,8 @@ CONFIG=${1:-serve_config.yaml}
 export PATH="$ROOT/.venv/bin:$PATH"
 # Replicas import the project's modules: they must be on PYTHONPATH when Ray starts.
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# Serve's throughput mode (gRPC between deployments); see deployments/runtime.py.
+export RAY_SERVE_THROUGHPUT_OPTIMIZED="${RAY_SERVE_THROUGHPUT_OPTIMIZED:-1}"
 if ! ray status >/dev/null 2>&1; then
   ray start --head --dashboard-host 127.0.0.1 --include-dashboard true \
     --metrics-export-port "${METRICS_PORT:-8080}" --disable-usage-stats

@@ -43,6 +43,9 @@ def ray_serve():
     import ray
     from ray import serve
 
+    from deployments.runtime import apply_ray_env
+
+    apply_ray_env()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
     yield serve
