@@ -12,6 +12,7 @@ from ray.serve.metrics import Counter
 
 from deployments.api import Answer, Refusal, Ticket
 from deployments.config import AntiSpamConfig
+from policies.rate_limit import Admission
 from policies.spam import LetterPairs, SpamRules
 
 logger = logging.getLogger("ray.serve")
@@ -31,6 +32,43 @@ def load_letter_pairs(path: str) -> LetterPairs:
         return LetterPairs([row["text"] for row in reader])
 
 
+class AdmissionBatcher:
+    """Group commit for rate-limit decisions: while one call to the limiter is in flight,
+    new tickets queue and go together in the next. Alone, a ticket is sent at once; under
+    load one hop carries many tickets (the hop, not the decision, is what costs)."""
+
+    def __init__(self, limiter: DeploymentHandle, timeout_s: float, max_batch: int = 256):
+        self._limiter = limiter
+        self._timeout_s = timeout_s
+        self._max_batch = max_batch
+        self._pending: list[tuple[tuple[str, str, str], asyncio.Future]] = []
+        self._sender: asyncio.Task | None = None
+
+    async def admit(self, key: str, tier: str, digest: str) -> Admission:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(((key, tier, digest), future))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send())
+        return await asyncio.wait_for(future, self._timeout_s)
+
+    async def _send(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
+            try:
+                admissions = await asyncio.wait_for(
+                    self._limiter.admit_many.remote([request for request, _ in batch]), self._timeout_s
+                )
+            except Exception as e:  # every waiter of this batch learns it; the next batch tries again
+                admissions = [e] * len(batch)
+            for (_, future), admission in zip(batch, admissions):
+                if future.done():  # its caller gave up waiting
+                    continue
+                if isinstance(admission, Exception):
+                    future.set_exception(admission)
+                else:
+                    future.set_result(admission)
+
+
 class AntiSpam:
     """Content rules run in each replica: their thresholds adapt to the traffic this
     replica sees, a fair sample of all traffic, so no state needs sharing."""
@@ -38,7 +76,7 @@ class AntiSpam:
     def __init__(self, config: AntiSpamConfig, limiter: DeploymentHandle, next_node: DeploymentHandle):
         self._config = config
         self._rules = SpamRules(config.rules, load_letter_pairs(config.reference_texts_file))
-        self._limiter = limiter
+        self._admissions = AdmissionBatcher(limiter, config.limiter_timeout_ms / 1000)
         self._next = next_node
         self._blocked = Counter(
             "antispam_blocked_total",
@@ -66,9 +104,7 @@ class AntiSpam:
         key = f"user:{ticket.tenant or ''}/{ticket.user_id}" if ticket.user_id is not None else f"addr:{ticket.client}"
         digest = hashlib.blake2b(ticket.text.encode(), digest_size=8).hexdigest()
         try:
-            admission = await asyncio.wait_for(
-                self._limiter.admit.remote(key, tier, digest), self._config.limiter_timeout_ms / 1000
-            )
+            admission = await self._admissions.admit(key, tier, digest)
         except Exception as e:  # slow or lost limiter: admit rather than fail the ticket
             self._limiter_unavailable.inc()
             logger.warning("rate limiter unavailable (%s); admitting request %s", type(e).__name__, ticket.request_id)

@@ -2,7 +2,8 @@
 
 A single replica sees every request of every user, so limits hold however many
 ingress and anti-spam replicas run. It answers from memory in microseconds; what it
-costs is one more hop per ticket. Losing it resets the buckets (users get a fresh
+costs is a hop, which the anti-spam replicas share among concurrent tickets by sending
+their admissions in batches. Losing it resets the buckets (users get a fresh
 burst) and, meanwhile, the anti-spam replicas admit rather than fail.
 """
 
@@ -35,12 +36,15 @@ class RateLimiter:
         )
         self._users = Gauge("rate_limiter_tracked_users", description="Users with live admission state.")
 
-    def admit(self, user_key: str, tier: str, digest: str) -> Admission:
-        admission = self._limits.admit(user_key, tier, digest, self._clock())
-        if admission.rule:
-            self._refused.inc(tags={"rule": admission.rule, "tier": tier})
+    def admit_many(self, requests: list[tuple[str, str, str]]) -> list[Admission]:
+        """(user key, tier, text digest) for each ticket, in arrival order."""
+        now = self._clock()
+        admissions = [self._limits.admit(key, tier, digest, now) for key, tier, digest in requests]
+        for (_, tier, _), admission in zip(requests, admissions):
+            if admission.rule:
+                self._refused.inc(tags={"rule": admission.rule, "tier": tier})
         self._users.set(self._limits.tracked_users())
-        return admission
+        return admissions
 
     def stats(self) -> dict[str, int]:
         return {"tracked_users": self._limits.tracked_users()}
