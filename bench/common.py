@@ -26,13 +26,11 @@ LOAD_ANTISPAM = {
     "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 100_000}, "standard": {"requests_per_s": 100_000}}},
     "duplicates": {"max_repeats": 100_000},
 }
-# Every ticket goes to the model: what the seeds measured as "before".
-EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
 
 
 def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False):
     """The default graph's settings serving `model_dir`, edge answers on or off."""
-    from deployments.config import AppConfig
+    from deployments.config import EDGE_OFF, AppConfig
 
     return AppConfig.from_args(
         {

@@ -87,6 +87,7 @@ class Screen:
     def verdict(self, raw: str, user: str | None, now: float, client: str = "10.0.0.1") -> str | None:
         """None when the ticket passes, else the reason it is refused."""
         from policies.language import detect_language
+        from policies.rate_limit import text_digest, user_key
 
         try:
             text = normalize_text(raw, 10_000)
@@ -95,8 +96,7 @@ class Screen:
         if rule := self.rules.check(text):
             return rule
         tier = self.antispam.rate_limit.tier_of(user, None)
-        key = f"user:/{user}" if user else f"addr:{client}"
-        if rule := self.limits.admit(key, tier, str(hash(text)), now).rule:
+        if rule := self.limits.admit(user_key(user, None, client), tier, text_digest(text), now).rule:
             return rule
         if not detect_language(text, None, self.language, self.identify).supported:
             return "unsupported_language"
@@ -337,19 +337,23 @@ def run_mix(tickets: int, users: list[int], epochs: int, repeat_share: float) ->
     from ray import serve
 
     from bench.common import BENCH_KV_FRACTION
-    from deployments.config import AppConfig
+    from deployments.config import EDGE_OFF, AppConfig
     from serve_app import bind_graph
 
     train, test = split_rows()
     model_dir = build_model(train, epochs)
     mix = make_mix(test, tickets, repeat_share)
     start_serve(PORT)
-    config = AppConfig.from_args({
+
+    def deploy(edge: dict) -> None:
         # One client address sends for 300 users: the anonymous tier is not involved.
-        "model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}},
-    })
-    serve.run(bind_graph(config), name="edge", route_prefix="/")
+        engine = {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}
+        serve.run(bind_graph(AppConfig.from_args({"edge": edge, "model": {"engine": engine}})), name="edge", route_prefix="/")
+
+    deploy({})
     url = f"http://127.0.0.1:{PORT}/v1/classify"
+    # Warm-up under a tenant of its own: the engine's first batches are slow.
+    asyncio.run(send_all(url, mix[:100], 4, "warmup-"))
     passes = {}
     for k, n in enumerate(users):
         # Each pass under its own tenants, so it starts with a cold cache.
@@ -359,6 +363,13 @@ def run_mix(tickets: int, users: list[int], epochs: int, repeat_share: float) ->
         texts = sorted({normalize_text(r["text"], 10_000) for r in records if r["route"] in EDGE_ROUTES})
         routes, tiers, summary = mix_report(records, model_reference("edge", texts), seconds)
         passes[f"{n} users"] = {"routes": routes, "tiers": tiers, "summary": summary}
+    # The same mix with every edge answer off (only the EdgeRouter is redeployed): does
+    # the edge tier pay for its hops on this machine?
+    deploy(EDGE_OFF)
+    start = time.perf_counter()
+    records = asyncio.run(send_all(url, mix, max(users), "edge-off-"))
+    routes, tiers, summary = mix_report(records, {}, time.perf_counter() - start)
+    passes[f"{max(users)} users, edge answers off"] = {"routes": routes, "tiers": tiers, "summary": summary}
     serve.delete("edge")
     return {"passes": passes, "model_dir": str(model_dir), "train_rows": len(train), "repeat_share": repeat_share}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import hashlib
 import logging
 
 from ray.serve.handle import DeploymentHandle
@@ -12,7 +11,7 @@ from ray.serve.metrics import Counter
 
 from deployments.api import Answer, Refusal, Ticket
 from deployments.config import AntiSpamConfig
-from policies.rate_limit import Admission
+from policies.rate_limit import Admission, text_digest, user_key
 from policies.spam import LetterPairs, SpamRules
 
 logger = logging.getLogger("ray.serve")
@@ -101,10 +100,9 @@ class AntiSpam:
     async def _admit(self, ticket: Ticket) -> Refusal | None:
         rate = self._config.rate_limit
         tier = rate.tier_of(ticket.user_id, ticket.tier_header)
-        key = f"user:{ticket.tenant or ''}/{ticket.user_id}" if ticket.user_id is not None else f"addr:{ticket.client}"
-        digest = hashlib.blake2b(ticket.text.encode(), digest_size=8).hexdigest()
+        key = user_key(ticket.user_id, ticket.tenant, ticket.client)
         try:
-            admission = await self._admissions.admit(key, tier, digest)
+            admission = await self._admissions.admit(key, tier, text_digest(ticket.text))
         except Exception as e:  # slow or lost limiter: admit rather than fail the ticket
             self._limiter_unavailable.inc()
             logger.warning("rate limiter unavailable (%s); admitting request %s", type(e).__name__, ticket.request_id)

@@ -53,6 +53,10 @@ class AntiSpamConfig(_Strict):
         return resolve_project_path(v)
 
 
+# `edge` args with every edge answer off: each ticket goes to the model (the seeds' "before").
+EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
+
+
 class EdgeConfig(_Strict):
     language: LanguageConfig = Field(default_factory=LanguageConfig, description="language detection")
     templates_enabled: bool = Field(True, description="answer tickets matching a template (route template)")

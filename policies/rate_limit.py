@@ -7,6 +7,7 @@ replica asks.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -73,6 +74,16 @@ class RateLimitConfig(BaseModel):
         return self.default_tier
 
 
+def user_key(user_id: str | None, tenant: str | None, client: str) -> str:
+    """Whose bucket a request draws from: the user within its tenant, else the caller's address."""
+    return f"user:{tenant or ''}/{user_id}" if user_id is not None else f"addr:{client}"
+
+
+def text_digest(text: str) -> str:
+    """What the duplicate window remembers instead of the text itself."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 class DuplicateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -116,8 +127,9 @@ class UserLimits:
         self._dup = duplicates
         self._users: OrderedDict[str, _User] = OrderedDict()
 
-    def admit(self, user_key: str, tier: str, digest: str, now: float) -> Admission:
-        user = self._user(user_key, tier, now)
+    def admit(self, key: str, tier: str, digest: str, now: float) -> Admission:
+        """`key` from user_key(), `digest` from text_digest()."""
+        user = self._user(key, tier, now)
         wait_s = user.bucket.take(now)
         if wait_s > 0:
             return Admission("rate_limited", max(1, math.ceil(wait_s)))

@@ -59,8 +59,6 @@ LENIENT_ANTISPAM = {
     "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 10_000}, "standard": {"requests_per_s": 10_000}}},
     "duplicates": {"max_repeats": 10_000},
 }
-# Every ticket to the model: for tests of the tokenizer and model path.
-EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
 
 
 def classify_args(model_dir: str, **sections) -> dict:

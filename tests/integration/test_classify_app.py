@@ -121,9 +121,9 @@ def test_concurrent_requests_all_answer(app):
 def test_full_model_queue_answers_503_overloaded_with_retry_after(ray_serve, default_model_dir):
     import concurrent.futures as cf
 
-    from deployments.config import AppConfig
+    from deployments.config import EDGE_OFF, AppConfig
     from serve_app import bind_graph
-    from tests.integration.conftest import EDGE_OFF, HTTP_PORT, classify_args
+    from tests.integration.conftest import HTTP_PORT, classify_args
 
     tight = {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
     ray_serve.run(bind_graph(AppConfig.from_args(classify_args(default_model_dir, edge=EDGE_OFF)), tight),

@@ -3,7 +3,8 @@
 import pytest
 from ray import serve
 
-from tests.integration.conftest import EDGE_OFF, classify_args, deploy, generate_args, long_ticket, wait_healthy
+from deployments.config import EDGE_OFF
+from tests.integration.conftest import classify_args, deploy, generate_args, long_ticket, wait_healthy
 
 pytestmark = pytest.mark.integration
 
