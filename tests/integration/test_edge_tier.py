@@ -5,6 +5,7 @@ import time
 
 import httpx
 import pytest
+from ray import serve
 
 from tests.integration.conftest import HTTP_PORT, classify_args
 
@@ -58,6 +59,7 @@ def test_cache_route_is_per_tenant(app):
     assert (first["route"], again["route"], other["route"]) == ("model", "cache", "model")
     assert again["label"] == first["label"] and again["confidence"] == first["confidence"]
     assert again["model_version"] == first["model_version"]
+    assert serve.get_deployment_handle("EdgeRouter", "main").stats.remote().result()["cache_entries"] >= 2
 
 
 def test_unsupported_language_and_hints(app):
@@ -83,6 +85,12 @@ def test_unsupported_language_and_hints(app):
 )
 def test_spam_rules_answer_422_naming_the_rule(app, text, rule):
     assert rule in _error(app.post("/v1/classify", json={"text": text}), 422, "spam_detected")["message"]
+
+
+def test_adaptive_thresholds_start_at_their_configured_values(app):
+    thresholds = serve.get_deployment_handle("AntiSpam", "main").thresholds.remote().result()
+    # Fewer than 1,000 legitimate tickets seen: nothing has moved yet.
+    assert thresholds == {"repeat_ratio": 0.5, "entropy_bits": 3.0}
 
 
 def test_batch_mixes_routes_and_refusals(app):
@@ -135,6 +143,7 @@ def test_rate_limit_holds_across_replicas(strict):
     assert all(r.json()["error"]["code"] == "rate_limited" for r in limited)
     assert all(int(r.headers["retry-after"]) >= 1 for r in limited)
     assert strict.post("/v1/classify", json={"text": "I forgot my password", "user_id": "someone-else"}).status_code == 200
+    assert serve.get_deployment_handle("RateLimiter", "strict").stats.remote().result()["tracked_users"] >= 2
     assert strict.get("/healthz").json()["status"] == "ok"
 
 

@@ -125,3 +125,9 @@ def test_blocked_texts_do_not_move_thresholds():
 def test_bad_adaptive_bounds_are_named():
     with pytest.raises(ValueError, match="lower_bound <= initial <= upper_bound"):
         AdaptiveThresholdConfig(initial=5, lower_bound=2.5, upper_bound=3.3)
+
+
+def test_rules_take_any_string_even_empty():
+    # The ingress refuses empty texts before they get here; the rules must not crash anyway.
+    assert rules().check("") is None
+    assert rules().check(" ") is None
