@@ -38,6 +38,11 @@ def py3langid_identifier() -> Identify:
     return identify
 
 
+def _cache_key(ticket: Ticket, model_version: str) -> tuple[str, str, str]:
+    """Tenants never share answers; a model version only ever serves its own."""
+    return (ticket.tenant or "", ticket.text, model_version)
+
+
 class EdgeRouter:
     async def __init__(
         self,
@@ -104,8 +109,7 @@ class EdgeRouter:
                 "unsupported_language",
                 f"the ticket reads as {lang.language!r}; served languages are {', '.join(c.language.supported)}",
             )
-        key = (ticket.tenant or "", ticket.text, self._model_version)
-        if c.cache_enabled and (hit := self._cache.get(key, self._clock())) is not None:
+        if c.cache_enabled and (hit := self._cache.get(_cache_key(ticket, self._model_version), self._clock())):
             return self._answer(hit[0], hit[1], "cache", lang.language)
         if self._templates and (template := self._templates.match(ticket.text, lang.language)):
             return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
@@ -118,9 +122,7 @@ class EdgeRouter:
             self._on_new_model(result["model_version"])
         if c.cache_enabled:
             self._cache.put(
-                (ticket.tenant or "", ticket.text, result["model_version"]),
-                (result["label"], result["confidence"]),
-                self._clock(),
+                _cache_key(ticket, result["model_version"]), (result["label"], result["confidence"]), self._clock()
             )
             self._cache_size.set(len(self._cache))
         return self._answer(result["label"], result["confidence"], "model", lang.language)
