@@ -138,7 +138,7 @@ class Ingress:
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:
-            raise ApiError(503, "overloaded", "model path queue is full; retry later", self._config.retry_after_s)
+            raise ApiError(503, "overloaded", "a queue on the ticket's path is full; retry later", self._config.retry_after_s)
         except asyncio.TimeoutError:
             response.cancel()
             raise ApiError(

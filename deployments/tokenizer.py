@@ -17,6 +17,9 @@ logger = logging.getLogger("ray.serve")
 DEFAULT_OPTIONS = {
     "name": "Tokenizer",
     "max_ongoing_requests": 1024,
+    # Past this the caller gets BackPressureError, which the ingress answers as 503
+    # overloaded with Retry-After: a bounded queue instead of a growing one.
+    "max_queued_requests": 2048,
     "ray_actor_options": {"num_cpus": 0},
 }
 

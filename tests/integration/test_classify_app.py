@@ -118,14 +118,16 @@ def test_concurrent_requests_all_answer(app):
     assert statuses == [200] * len(texts)
 
 
-def test_full_model_queue_answers_503_overloaded_with_retry_after(ray_serve, default_model_dir):
+@pytest.mark.parametrize("tight_node", ["ModelReplica", "Tokenizer"])
+def test_a_full_queue_answers_503_overloaded_with_retry_after(ray_serve, default_model_dir, tight_node):
+    """The model's queue, or one in the middle of the chain: the refusal comes back as our JSON."""
     import concurrent.futures as cf
 
     from deployments.config import EDGE_OFF, AppConfig
     from serve_app import bind_graph
     from tests.integration.conftest import HTTP_PORT, classify_args
 
-    tight = {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
+    tight = {tight_node: {"max_ongoing_requests": 1, "max_queued_requests": 1}}
     ray_serve.run(bind_graph(AppConfig.from_args(classify_args(default_model_dir, edge=EDGE_OFF)), tight),
                   name="tight", route_prefix="/tight")
     try:
