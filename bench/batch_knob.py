@@ -1,0 +1,49 @@
+"""What the model replica's batch knob does: throughput and latency per setting.
+
+    python -m bench.batch_knob [--limits 1,2,4,8,16,32,64,128] [--users 50] [--seconds 15]
+
+The knob is `ModelReplica.set_max_inflight`: how many requests may be inside the vLLM
+engine at once (vLLM batches whatever is inside). One graph, edge answers off, the knob
+turned at run time between closed-loop runs on 127.0.0.1. Prints a table and writes
+bench/results/batch_knob.json: the evidence an adaptive batching policy has to respect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ray import serve
+
+from bench.common import bundled_bodies, closed_loop, graph_config, print_table, start_serve, write_results
+from serve_app import bind_graph
+
+PORT = 18700
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--limits", default="1,2,4,8,16,32,64,128")
+    p.add_argument("--users", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=15)
+    p.add_argument("--warmup-seconds", type=float, default=3)
+    a = p.parse_args()
+    bodies = bundled_bodies()
+
+    start_serve(PORT)
+    serve.run(bind_graph(graph_config()), name="knob", route_prefix="/")
+    knob = serve.get_deployment_handle("ModelReplica", "knob")
+    url = f"http://127.0.0.1:{PORT}/v1/classify"
+    rows = []
+    for limit in (int(x) for x in a.limits.split(",")):
+        knob.set_max_inflight.remote(limit).result()
+        asyncio.run(closed_loop(f"limit {limit}", url, bodies, a.users, a.warmup_seconds))
+        result = asyncio.run(closed_loop(f"limit {limit}", url, bodies, a.users, a.seconds))
+        rows.append({"max_inflight": limit, **result.row(), "errors_by_status": result.errors})
+    serve.delete("knob")
+    table = print_table([{k: v for k, v in r.items() if k not in ("target", "errors_by_status")} for r in rows])
+    write_results("batch_knob", {"rows": rows, "table": table})
+
+
+if __name__ == "__main__":
+    main()
