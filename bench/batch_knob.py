@@ -11,11 +11,18 @@ bench/results/batch_knob.json: the evidence an adaptive batching policy has to r
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from ray import serve
 
-from bench.common import bundled_bodies, closed_loop, graph_config, print_table, start_serve, write_results
+from bench.common import (
+    add_load_args,
+    bundled_bodies,
+    graph_config,
+    print_table,
+    start_serve,
+    warm_then_measure,
+    write_results,
+)
 from serve_app import bind_graph
 
 PORT = 18700
@@ -24,9 +31,7 @@ PORT = 18700
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--limits", default="1,2,4,8,16,32,64,128")
-    p.add_argument("--users", type=int, default=50)
-    p.add_argument("--seconds", type=float, default=15)
-    p.add_argument("--warmup-seconds", type=float, default=3)
+    add_load_args(p, seconds=15, warmup_seconds=3)
     a = p.parse_args()
     bodies = bundled_bodies()
 
@@ -37,8 +42,7 @@ def main() -> None:
     rows = []
     for limit in (int(x) for x in a.limits.split(",")):
         knob.set_max_inflight.remote(limit).result()
-        asyncio.run(closed_loop(f"limit {limit}", url, bodies, a.users, a.warmup_seconds))
-        result = asyncio.run(closed_loop(f"limit {limit}", url, bodies, a.users, a.seconds))
+        result = warm_then_measure(f"limit {limit}", url, bodies, a.users, a.seconds, a.warmup_seconds)
         rows.append({"max_inflight": limit, **result.row(), "errors_by_status": result.errors})
     serve.delete("knob")
     table = print_table([{k: v for k, v in r.items() if k not in ("target", "errors_by_status")} for r in rows])

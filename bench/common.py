@@ -114,6 +114,18 @@ async def closed_loop(
     return result
 
 
+def add_load_args(parser, seconds: float, warmup_seconds: float) -> None:
+    """--users, --seconds, --warmup-seconds: the bounds of every closed-loop benchmark."""
+    parser.add_argument("--users", type=int, default=50, help="concurrent closed-loop clients")
+    parser.add_argument("--seconds", type=float, default=seconds, help="measured time per target")
+    parser.add_argument("--warmup-seconds", type=float, default=warmup_seconds, help="unmeasured run before it")
+
+
+def warm_then_measure(name: str, url: str, bodies: list[dict], users: int, seconds: float, warmup_seconds: float) -> LoadResult:
+    asyncio.run(closed_loop(name, url, bodies, users, warmup_seconds))
+    return asyncio.run(closed_loop(name, url, bodies, users, seconds))
+
+
 def print_table(rows: list[dict]) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

@@ -15,7 +15,7 @@ import os
 import psutil
 from ray import serve
 
-from bench.common import bundled_bodies, closed_loop, graph_config, start_serve, write_results
+from bench.common import add_load_args, bundled_bodies, closed_loop, graph_config, start_serve, write_results
 from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18300
@@ -34,8 +34,7 @@ def cpu_seconds() -> dict[int, tuple[str, float]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--users", type=int, default=50)
-    p.add_argument("--seconds", type=float, default=20)
+    add_load_args(p, seconds=20, warmup_seconds=5)
     p.add_argument("--no-access-log", action="store_true", help="turn Serve's access logs off")
     a = p.parse_args()
     config = graph_config()
@@ -46,7 +45,7 @@ def main() -> None:
     serve.run(bind_graph(config, options), name="cpu", route_prefix="/cpu")
     bodies = bundled_bodies()
     url = f"http://127.0.0.1:{PORT}/cpu/v1/classify"
-    asyncio.run(closed_loop("warm-up", url, bodies, a.users, 5))
+    asyncio.run(closed_loop("warm-up", url, bodies, a.users, a.warmup_seconds))
     before = cpu_seconds()
     result = asyncio.run(closed_loop("cpu split", url, bodies, a.users, a.seconds))
     after = cpu_seconds()

@@ -14,12 +14,19 @@ Prints a table and writes bench/results/throughput.json.
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from fastapi import FastAPI
 from ray import serve
 
-from bench.common import bundled_bodies, closed_loop, graph_config, print_table, start_serve, write_results
+from bench.common import (
+    add_load_args,
+    bundled_bodies,
+    graph_config,
+    print_table,
+    start_serve,
+    warm_then_measure,
+    write_results,
+)
 from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18200
@@ -47,9 +54,7 @@ def graph(serve_defaults: bool):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--users", type=int, default=50)
-    p.add_argument("--seconds", type=float, default=30)
-    p.add_argument("--warmup-seconds", type=float, default=5)
+    add_load_args(p, seconds=30, warmup_seconds=5)
     a = p.parse_args()
     bodies = bundled_bodies()
 
@@ -63,8 +68,7 @@ def main() -> None:
     for label, make, name in targets:
         serve.run(make(), name=name, route_prefix=f"/{name}")
         url = f"http://127.0.0.1:{PORT}/{name}/v1/classify"
-        asyncio.run(closed_loop(label, url, bodies, a.users, a.warmup_seconds))
-        result = asyncio.run(closed_loop(label, url, bodies, a.users, a.seconds))
+        result = warm_then_measure(label, url, bodies, a.users, a.seconds, a.warmup_seconds)
         serve.delete(name)
         rows.append(result.row())
         raw[name] = {**result.row(), "errors_by_status": result.errors}
