@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from deployments.engines import EngineConfig
 from policies.language import LanguageConfig
@@ -20,8 +21,12 @@ def resolve_project_path(path: str) -> str:
     return str(p if p.is_absolute() else (PROJECT_ROOT / p).resolve())
 
 
+ProjectPath = Annotated[str, AfterValidator(resolve_project_path)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validate_default: default paths must be resolved too, not only the ones given.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 class IngressConfig(_Strict):
@@ -37,7 +42,7 @@ class IngressConfig(_Strict):
 
 class AntiSpamConfig(_Strict):
     rules: SpamRulesConfig = Field(default_factory=SpamRulesConfig, description="content rules")
-    reference_texts_file: str = Field(
+    reference_texts_file: ProjectPath = Field(
         "models/data/tickets.csv",
         description="CSV of real tickets (column 'text') the random-string rule learns letter pairs from",
     )
@@ -47,11 +52,6 @@ class AntiSpamConfig(_Strict):
         250.0, gt=0, description="after this without the rate-limit actor's answer the ticket is admitted"
     )
 
-    @field_validator("reference_texts_file")
-    @classmethod
-    def _resolve(cls, v: str) -> str:
-        return resolve_project_path(v)
-
 
 # `edge` args with every edge answer off: each ticket goes to the model (the seeds' "before").
 EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
@@ -60,7 +60,7 @@ EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_
 class EdgeConfig(_Strict):
     language: LanguageConfig = Field(default_factory=LanguageConfig, description="language detection")
     templates_enabled: bool = Field(True, description="answer tickets matching a template (route template)")
-    templates_file: str = Field("config/templates.yaml", description="template rules (relative: project root)")
+    templates_file: ProjectPath = Field("config/templates.yaml", description="template rules (relative: project root)")
     cache_enabled: bool = Field(True, description="answer repeated tickets from model answers (route cache)")
     cache_max_entries: int = Field(100_000, gt=0, description="result cache size, least recently used evicted")
     cache_ttl_s: float = Field(3600.0, gt=0, description="result cache entry lifetime")
@@ -72,28 +72,18 @@ class EdgeConfig(_Strict):
         None, description="intents the pre-classifier may answer; default: the model's 'simple' tier"
     )
 
-    @field_validator("templates_file")
-    @classmethod
-    def _resolve(cls, v: str) -> str:
-        return resolve_project_path(v)
-
 
 class TokenizerConfig(_Strict):
     max_tokens: int = Field(2048, gt=0, description="tickets are truncated to this many tokens (or the model's limit)")
     timeout_ms: float = Field(50.0, gt=0, description="after this the raw text goes to the model replica instead")
-    tokenizer_dir: str | None = Field(
+    tokenizer_dir: ProjectPath | None = Field(
         None, description="tokenizer files to load; default the model's own (must hash the same)"
     )
-
-    @field_validator("tokenizer_dir")
-    @classmethod
-    def _resolve(cls, v: str | None) -> str | None:
-        return None if v is None else resolve_project_path(v)
 
 
 class ModelReplicaConfig(_Strict):
     engine: EngineConfig = Field(
-        default_factory=EngineConfig, validate_default=True, description="vLLM engine settings"
+        default_factory=EngineConfig, description="vLLM engine settings"
     )
     max_inflight_requests: int = Field(
         128, gt=0, description="batch knob: most requests inside the engine at once, adjustable at run time"

@@ -11,6 +11,15 @@ def test_defaults_validate_and_paths_resolve_under_the_project():
     assert config.ingress.max_text_chars == 10_000
 
 
+def test_default_data_paths_resolve_under_the_project_whatever_the_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = AppConfig.from_args({})
+    assert config.edge.templates_file == str(PROJECT_ROOT / "config" / "templates.yaml")
+    assert config.antispam.reference_texts_file == str(PROJECT_ROOT / "models" / "data" / "tickets.csv")
+    given = AppConfig.from_args({"tokenizer": {"tokenizer_dir": "artifacts/x"}})
+    assert given.tokenizer.tokenizer_dir == str(PROJECT_ROOT / "artifacts" / "x")
+
+
 def test_absolute_model_dir_is_kept():
     config = AppConfig.from_args({"model": {"engine": {"model_dir": "/opt/m"}}})
     assert config.model.engine.model_dir == "/opt/m"
