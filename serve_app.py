@@ -5,10 +5,10 @@ from __future__ import annotations
 from ray import serve
 from ray.serve import Application
 
-from deployments import antispam, edge_router, ingress, model_replica, rate_limiter, tokenizer
+from deployments import antispam, breaker, edge_router, ingress, model_replica, rate_limiter, tokenizer
 from deployments.config import AppConfig
 
-MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica)
+MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker)
 DEPLOYMENT_NAMES = tuple(m.DEFAULT_OPTIONS["name"] for m in MODULES)
 
 
@@ -19,17 +19,22 @@ def build_app(args: dict | None = None) -> Application:
 def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> Application:
     """`options` overrides Serve options per deployment name, as serve_config.yaml's `deployments` does."""
     options = options or {}
-    limiter_options = options.get(rate_limiter.DEFAULT_OPTIONS["name"], {})
-    if limiter_options.get("num_replicas", 1) != 1 or "autoscaling_config" in limiter_options:
-        raise ValueError(f"RateLimiter holds all users' buckets and must run exactly 1 replica, got {limiter_options}")
+    for single, holds in ((rate_limiter, "all users' buckets"), (breaker, "the breaker state all callers share")):
+        name = single.DEFAULT_OPTIONS["name"]
+        given = options.get(name, {})
+        if given.get("num_replicas", 1) != 1 or "autoscaling_config" in given:
+            raise ValueError(f"{name} holds {holds} and must run exactly 1 replica, got {given}")
 
     def deployment(cls, defaults: dict):
         return serve.deployment(cls, **{**defaults, **options.get(defaults["name"], {})})
 
     model_dir = config.model.engine.model_dir
-    model = deployment(model_replica.ModelReplica, model_replica.DEFAULT_OPTIONS).bind(config.model)
+    shared_breaker = deployment(breaker.Breaker, breaker.DEFAULT_OPTIONS).bind(config.breaker)
+    model = deployment(model_replica.ModelReplica, model_replica.DEFAULT_OPTIONS).bind(config.model, shared_breaker)
     tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
-    edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(config.edge, tok, model, model_dir)
+    edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
+        config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry
+    )
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
     nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model}

@@ -3,8 +3,9 @@
     python -m bench.batch_knob [--limits 1,2,4,8,16,32,64,128] [--users 50] [--seconds 15]
 
 The knob is `ModelReplica.set_max_inflight`: how many requests may be inside the vLLM
-engine at once (vLLM batches whatever is inside). One graph, edge answers off, the knob
-turned at run time between closed-loop runs on 127.0.0.1. Prints a table and writes
+engine at once (vLLM batches whatever is inside). One graph, edge answers and control
+policies off (the knob stays where it is set), turned at run time between closed-loop
+runs on 127.0.0.1. Prints a table and writes
 bench/results/batch_knob.json: the evidence an adaptive batching policy has to respect.
 """
 
@@ -36,7 +37,7 @@ def main() -> None:
     bodies = bundled_bodies()
 
     start_serve(PORT)
-    serve.run(bind_graph(graph_config()), name="knob", route_prefix="/")
+    serve.run(bind_graph(graph_config(policies=False)), name="knob", route_prefix="/")
     knob = serve.get_deployment_handle("ModelReplica", "knob")
     url = f"http://127.0.0.1:{PORT}/v1/classify"
     rows = []

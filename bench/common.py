@@ -28,17 +28,35 @@ LOAD_ANTISPAM = {
 }
 
 
-def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False):
-    """The default graph's settings serving `model_dir`, edge answers on or off."""
-    from deployments.config import EDGE_OFF, AppConfig
+def shipped_args() -> dict:
+    """The `args` of serve_config.yaml: benchmarks measure the settings users run."""
+    import yaml
 
-    return AppConfig.from_args(
+    with open(ROOT / "serve_config.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)["applications"][0]["args"]
+
+
+def merged(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False, policies: bool = True):
+    """serve_config.yaml's graph serving `model_dir`: edge answers on or off, control
+    policies (adaptive batch knob, breaker, retries, fallbacks, replica queue bound) on or off."""
+    from deployments.config import EDGE_OFF, POLICIES_OFF, AppConfig
+
+    args = merged(
+        shipped_args(),
         {
             "antispam": LOAD_ANTISPAM,
             "edge": {} if edge else EDGE_OFF,
             "model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}},
-        }
+        },
     )
+    return AppConfig.from_args(args if policies else merged(args, POLICIES_OFF))
 
 
 def bundled_bodies() -> list[dict]:

@@ -280,11 +280,11 @@ async def send_all(url: str, mix: list[dict], users: int, tenant_prefix: str) ->
 
 
 def model_reference(app: str, texts: list[str]) -> dict[str, str]:
-    """The model's own answer for each text, asked through the tokenizer (no edge tier)."""
+    """The model's own answer for each text, asked of the replica directly (no edge tier)."""
     from ray import serve
 
-    tokenizer = serve.get_deployment_handle("Tokenizer", app)
-    responses = {t: tokenizer.classify.remote(t, f"reference-{i}") for i, t in enumerate(texts)}
+    model = serve.get_deployment_handle("ModelReplica", app)
+    responses = {t: model.predict.remote(t, f"reference-{i}") for i, t in enumerate(texts)}
     return {t: r.result()["label"] for t, r in responses.items()}
 
 

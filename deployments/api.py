@@ -34,6 +34,18 @@ class ApiError(Exception):
         return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
+class ModelThrottled(Exception):
+    """The model replica's queue is full (the retry matrix's 429 row)."""
+
+
+class ModelUnavailable(Exception):
+    """The model replica cannot answer now: engine dead, restarting (the 503 row)."""
+
+
+class ModelOutOfMemory(Exception):
+    """The engine ran out of memory; retrying would hit the same wall."""
+
+
 @dataclass(frozen=True)
 class Ticket:
     """One normalized ticket as it travels the graph (never logged: it holds customer text)."""
@@ -57,6 +69,7 @@ class Answer:
     model_version: str
     language: str | None = None
     answer_id: str | None = None
+    degraded: bool = False  # from a fallback (stale cache, pre-classifier) while the model path failed
 
 
 @dataclass(frozen=True)

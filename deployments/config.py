@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from deployments.engines import EngineConfig
+from policies.batching import BatchSizeConfig
+from policies.breaker import BreakerConfig
 from policies.language import LanguageConfig
 from policies.rate_limit import DuplicateConfig, RateLimitConfig
+from policies.reclaim import ReclaimConfig
+from policies.retry import RetryConfig
 from policies.spam import SpamRulesConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +39,9 @@ class IngressConfig(_Strict):
     request_timeout_s: float = Field(30.0, gt=0, description="end-to-end budget for one ticket")
     health_timeout_s: float = Field(5.0, gt=0, description="how long /healthz waits for each node")
     retry_after_s: int = Field(1, ge=0, description="Retry-After sent with 503 overloaded")
+    max_ongoing_tickets: int = Field(
+        768, gt=0, description="tickets in flight in one ingress replica beyond which new ones get 503 overloaded at once"
+    )
     tier_header: str = Field(
         "x-user-tier", description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)"
     )
@@ -57,6 +64,15 @@ class AntiSpamConfig(_Strict):
 EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
 
 
+# `args` with the control policies off: fixed batch knob, no breaker, no retries, no fallback.
+POLICIES_OFF = {
+    "model": {"batching": {"enabled": False}, "reclaim": {"enabled": False}, "queue_per_slot": None},
+    "breaker": {"enabled": False},
+    "retry": {"enabled": False},
+    "edge": {"degraded_enabled": False},
+}
+
+
 class EdgeConfig(_Strict):
     language: LanguageConfig = Field(default_factory=LanguageConfig, description="language detection")
     templates_enabled: bool = Field(True, description="answer tickets matching a template (route template)")
@@ -71,6 +87,10 @@ class EdgeConfig(_Strict):
     pre_classifier_intents: list[str] | None = Field(
         None, description="intents the pre-classifier may answer; default: the model's 'simple' tier"
     )
+    degraded_enabled: bool = Field(
+        True, description="when the model path fails or the breaker is open, answer from the pre-classifier (route degraded)"
+    )
+    retry_after_s: int = Field(1, ge=0, description="Retry-After sent when the model path refuses a ticket (503)")
 
 
 class TokenizerConfig(_Strict):
@@ -81,13 +101,26 @@ class TokenizerConfig(_Strict):
     )
 
 
+class FaultConfig(_Strict):
+    """Off unless set: lets tests and drills make a replica fail on purpose."""
+
+    failure: Literal["none", "unavailable", "out_of_memory", "slow"] = Field("none", description="what goes wrong")
+    rate: float = Field(1.0, ge=0, le=1, description="share of engine calls it happens to")
+    slow_ms: float = Field(3000.0, ge=0, description="failure slow: extra time per call")
+
+
 class ModelReplicaConfig(_Strict):
     engine: EngineConfig = Field(
         default_factory=EngineConfig, description="vLLM engine settings"
     )
-    max_inflight_requests: int = Field(
-        128, gt=0, description="batch knob: most requests inside the engine at once, adjustable at run time"
+    batching: BatchSizeConfig = Field(
+        default_factory=BatchSizeConfig, description="adaptive batch knob: most requests inside the engine at once"
     )
+    queue_per_slot: float | None = Field(
+        2.0, gt=0, description="requests waiting per batch slot beyond which new ones are throttled (429 row); null: unbounded"
+    )
+    reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig, description="memory reclaim triggers")
+    faults: FaultConfig = Field(default_factory=FaultConfig, description="failure injection (tests, drills)")
 
     @field_validator("engine")
     @classmethod
@@ -101,6 +134,8 @@ class AppConfig(_Strict):
     edge: EdgeConfig = Field(default_factory=EdgeConfig, description="edge router")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="tokenizer deployment")
     model: ModelReplicaConfig = Field(default_factory=ModelReplicaConfig, description="model replica")
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig, description="circuit breaker of the model path")
+    retry: RetryConfig = Field(default_factory=RetryConfig, description="retry matrix for model calls")
 
     @classmethod
     def from_args(cls, args: dict | None) -> "AppConfig":

@@ -11,10 +11,14 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
 
 from deployments.api import Answer, Refusal, Ticket
+from deployments.breaker import BreakerView
 from deployments.config import EdgeConfig
+from deployments.model_path import GiveUp, ModelPath
 from models.edge_classifier import EdgeClassifier
+from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
 from policies.language import Identify, detect_language
+from policies.retry import RetryConfig
 from policies.templates import TemplateSet
 
 logger = logging.getLogger("ray.serve")
@@ -53,12 +57,20 @@ class EdgeRouter:
         tokenizer: DeploymentHandle,
         model: DeploymentHandle,
         model_dir: str,
+        breaker: DeploymentHandle,
+        breaker_config: BreakerConfig,
+        retry: RetryConfig,
         identify_factory: Callable[[], Identify] = py3langid_identifier,
         clock: Callable[[], float] = time.monotonic,
     ):
         self._config = config
-        self._tokenizer = tokenizer
         self._clock = clock
+        view = (
+            BreakerView(breaker, breaker_config.sync_interval_ms / 1000, breaker_config.call_timeout_ms / 1000, clock)
+            if breaker_config.enabled
+            else None
+        )
+        self._model_path = ModelPath(tokenizer, model, view, retry, clock)
         self._identify = identify_factory()
         self._model_dir = model_dir
         info = await model.labels.remote()
@@ -83,7 +95,7 @@ class EdgeRouter:
         )
         self._routes = Counter(
             "edge_routes_total",
-            description="Tickets leaving the edge router, by route (template, cache, edge_model, model) or refusal.",
+            description="Tickets leaving the edge router, by route (template, cache, edge_model, model, degraded) or refusal.",
             tag_keys=("route",),
         )
         self._cache_size = Gauge("edge_cache_entries", description="Entries in this replica's result cache.")
@@ -120,7 +132,9 @@ class EdgeRouter:
             guess = self._pre_classifier.predict(ticket.text)
             if guess.label in self._edge_intents and guess.confidence >= c.pre_classifier_min_confidence:
                 return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
-        result = await self._tokenizer.classify.remote(ticket.text, ticket.request_id)
+        result = await self._model_path.classify(ticket.text, ticket.request_id)
+        if isinstance(result, GiveUp):
+            return self._fallback(ticket, lang.language, result)
         if result["model_version"] != self._model_version:
             self._on_new_model(result["model_version"])
         if c.cache_enabled:
@@ -130,9 +144,32 @@ class EdgeRouter:
             self._cache_size.set(len(self._cache))
         return self._answer(result["label"], result["confidence"], "model", lang.language)
 
-    def _answer(self, label: str, confidence: float, route: str, language: str, answer_id: str | None = None) -> Answer:
+    def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
+        """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
+        c = self._config
+        if give_up.then == "cache" and c.cache_enabled:
+            stale = self._cache.get_stale(_cache_key(ticket, self._model_version))
+            if stale is not None:
+                return self._answer(stale[0], stale[1], "cache", language, degraded=True)
+        if give_up.then != "reject" and c.degraded_enabled and self._pre_classifier is not None:
+            guess = self._pre_classifier.predict(ticket.text)
+            return self._answer(guess.label, guess.confidence, "degraded", language, degraded=True)
+        self._routes.inc(tags={"route": "refused"})
+        return Refusal(
+            503, "overloaded", f"the model path gave no answer ({give_up.reason}); retry later", c.retry_after_s
+        )
+
+    def _answer(
+        self,
+        label: str,
+        confidence: float,
+        route: str,
+        language: str,
+        answer_id: str | None = None,
+        degraded: bool = False,
+    ) -> Answer:
         self._routes.inc(tags={"route": route})
-        return Answer(label, confidence, route, self._model_version, language, answer_id)
+        return Answer(label, confidence, route, self._model_version, language, answer_id, degraded)
 
     def _on_new_model(self, version: str) -> None:
         """The replica was redeployed under us: no answer of the old model may be served again."""

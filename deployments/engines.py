@@ -9,12 +9,14 @@ so vLLM's prefix cache reuses its KV blocks.
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deployments.resources import cuda_available
 from models.artifacts import ModelMetadata, tokenizer_hash
 
 TICKET_SLOT = "\x00TICKET\x00"
@@ -75,6 +77,12 @@ class TicketEngine(Protocol):
         """`prompt` is the ticket's token ids, or its raw text when the tokenizer gave up."""
         ...
 
+    def batch_capacity(self) -> int:
+        """Most sequences the engine can hold at once."""
+        ...
+
+    async def free_caches(self) -> None: ...
+
     async def check_health(self) -> None: ...
 
     def shutdown(self) -> None: ...
@@ -116,6 +124,24 @@ class _VLLMEngine:
         return self.tokenizer(
             text, add_special_tokens=add_special_tokens, truncation=True, max_length=max_tokens
         )["input_ids"]
+
+    def batch_capacity(self) -> int:
+        """The scheduler's max_num_seqs, and for models with a KV cache as many full-length
+        sequences as its blocks hold (vLLM sizes those from gpu_memory_utilization)."""
+        cfg = self.engine.vllm_config
+        max_seqs = cfg.scheduler_config.max_num_seqs
+        blocks = cfg.cache_config.num_gpu_blocks
+        if not blocks:
+            return max_seqs
+        return max(1, min(max_seqs, blocks * cfg.cache_config.block_size // self.max_model_len))
+
+    async def free_caches(self) -> None:
+        await self.engine.reset_prefix_cache()
+        gc.collect()
+        if cuda_available():
+            import torch
+
+            torch.cuda.empty_cache()
 
     async def check_health(self) -> None:
         await self.engine.check_health()

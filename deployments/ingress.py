@@ -37,7 +37,10 @@ logger = logging.getLogger("ray.serve")
 DEFAULT_OPTIONS = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
+    # Above IngressConfig.max_ongoing_tickets so that the ingress itself answers an
+    # overload with our JSON 503; past both, Serve's proxy answers its own 503.
     "max_ongoing_requests": 1024,
+    "max_queued_requests": 1024,
     "ray_actor_options": {"num_cpus": 0},
 }
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
@@ -51,6 +54,7 @@ class Ingress:
         self._config = config
         self._first = first
         self._nodes = nodes
+        self._ongoing = 0
         self._requests = Counter(
             "ticket_requests_total",
             description="Classify requests answered, by route and HTTP status.",
@@ -108,19 +112,31 @@ class Ingress:
         self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
     ) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused; counted here whichever endpoint it came by."""
+        self._ongoing += 1
         try:
-            body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
-            answer = await self._classify_one(body, request_id, start, context)
-        except ValidationError as e:
-            error = ApiError(422, "invalid_request", describe_validation_errors(e.errors()))
-        except ApiError as e:
-            error = e
+            answer = await self._admitted(ticket, request_id, start, context)
+        finally:
+            self._ongoing -= 1
+        if isinstance(answer, ApiError):
+            self._requests.inc(tags={"route": "none", "status": str(answer.status)})
         else:
             self._requests.inc(tags={"route": answer.route, "status": "200"})
             self._latency.observe(answer.latency_ms, tags={"route": answer.route})
-            return answer
-        self._requests.inc(tags={"route": "none", "status": str(error.status)})
-        return error
+        return answer
+
+    async def _admitted(
+        self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
+    ) -> ClassifyResponse | ApiError:
+        if self._ongoing > self._config.max_ongoing_tickets:
+            # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
+            return ApiError(503, "overloaded", "too many tickets in flight; retry later", self._config.retry_after_s)
+        try:
+            body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
+            return await self._classify_one(body, request_id, start, context)
+        except ValidationError as e:
+            return ApiError(422, "invalid_request", describe_validation_errors(e.errors()))
+        except ApiError as e:
+            return e
 
     async def _classify_one(
         self, body: ClassifyRequest, request_id: str, start: float, context: dict[str, Any]
@@ -160,6 +176,7 @@ class Ingress:
             latency_ms=round(latency_ms, 2),
             language=result.language,
             answer_id=result.answer_id,
+            degraded=result.degraded,
         )
 
 

@@ -1,20 +1,39 @@
-"""Model replica deployment: one vLLM engine, continuous batching inside it."""
+"""Model replica deployment: one vLLM engine, continuous batching inside it.
+
+Around the engine sit the replica's own controls: the batch knob (how many requests
+the engine holds at once) driven by the adaptive batching policy, a bounded wait in
+front of it, memory reclaim, and the readings the shared breaker needs.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
+import random
+import time
 from typing import Any, Callable
 
-from ray.serve.metrics import Gauge
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter, Gauge
 
-from deployments.config import ModelReplicaConfig
+from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
+from deployments.config import FaultConfig, ModelReplicaConfig
 from deployments.engines import EngineConfig, TicketEngine, TokenizerInfo, start_engine
 from deployments.limiter import AdjustableLimit
+from deployments.resources import accelerator_memory_gib, read_resources
+from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
+from policies.breaker import Resources
+from policies.reclaim import ReclaimDecision, ReclaimMonitor
+from policies.window import LatencyWindow
+
+logger = logging.getLogger("ray.serve")
 
 DEFAULT_OPTIONS = {
     "name": "ModelReplica",
     # vLLM schedules its own batches; Serve only has to keep enough requests flowing
-    # to it. Past this, callers get BackPressureError, which the ingress turns into 503.
+    # to it. Past this, callers get BackPressureError (the retry matrix's 429 row).
     "max_ongoing_requests": 256,
     "max_queued_requests": 1024,
     "ray_actor_options": {"num_cpus": 1},
@@ -23,34 +42,156 @@ DEFAULT_OPTIONS = {
 }
 
 
+def _failure(e: Exception) -> type[Exception]:
+    if isinstance(e, (ModelOutOfMemory, MemoryError)) or type(e).__name__ == "OutOfMemoryError":
+        return ModelOutOfMemory
+    return ModelUnavailable
+
+
 class ModelReplica:
     async def __init__(
         self,
         config: ModelReplicaConfig,
+        breaker: DeploymentHandle | None = None,
         engine_factory: Callable[[EngineConfig, str], TicketEngine] = start_engine,
+        clock: Callable[[], float] = time.monotonic,
+        resources: Callable[[], Resources] = read_resources,
     ):
+        self._config = config
+        self._breaker = breaker
+        self._clock = clock
+        self._resources = resources
+        self._faults = config.faults
+        self._random = random.Random(0)
         self._engine = engine_factory(config.engine, config.engine.model_dir)
-        self._limit = AdjustableLimit(config.max_inflight_requests)
+        now = clock()
+        cap = batch_cap(config.batching, accelerator_memory_gib(), self._engine.batch_capacity())
+        self._batching = AdaptiveBatchSize(config.batching, cap, now)
+        self._limit = AdjustableLimit(self._batching.size)
+        self._reclaim = ReclaimMonitor(config.reclaim)
+        self._latency = LatencyWindow(config.batching.window_s)
+        self._restart_reason: str | None = None
+        self._source = serve.get_replica_context().replica_id.unique_id
         # vLLM refuses two in-flight requests with one id; clients may reuse X-Request-ID.
         self._sequence = itertools.count()
-        self._inflight = Gauge(
-            "model_inflight_requests", description="Requests inside the engine right now."
-        )
+        self._inflight = Gauge("model_inflight_requests", description="Requests inside the engine right now.")
         self._batch_limit = Gauge(
             "model_batch_limit", description="Batch knob: most requests allowed inside the engine."
         )
-        self._batch_limit.set(config.max_inflight_requests)
+        self._efficiency = Gauge(
+            "model_batch_efficiency", description="Filled batch slots / batch knob, sampled each control interval."
+        )
+        self._memory = Gauge("model_memory_pressure", description="Device (CPU: host RAM) memory in use, 0..1.")
+        self._outcomes = Counter(
+            "model_requests_total",
+            description="Engine calls by outcome: ok, throttled, unavailable, out_of_memory.",
+            tag_keys=("outcome",),
+        )
+        self._changes = Counter(
+            "model_batch_changes_total", description="Batch knob changes by reason.", tag_keys=("reason",)
+        )
+        self._reclaims = Counter(
+            "model_reclaim_actions_total",
+            description="Memory reclaim actions by action and trigger.",
+            tag_keys=("action", "trigger"),
+        )
+        self._batch_limit.set(self._batching.size)
+        self._control = asyncio.get_running_loop().create_task(self._control_loop())
 
     async def predict(self, prompt: list[int] | str, request_id: str) -> dict[str, Any]:
-        async with self._limit:
+        if self._restart_reason:
+            raise ModelUnavailable(f"replica waits for a restart: {self._restart_reason}")
+        bound = self._config.queue_per_slot
+        if bound is not None and self._limit.waiting >= self._limit.limit * bound:
+            self._outcomes.inc(tags={"outcome": "throttled"})
+            raise ModelThrottled(f"{self._limit.waiting} requests already wait for {self._limit.limit} batch slots")
+        start = self._clock()
+        try:
+            async with self._limit:
+                self._inflight.set(self._limit.active)
+                await self._inject_fault()
+                prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}")
+        except Exception as e:
+            kind = _failure(e)
+            self._reclaim.record(True, kind is ModelOutOfMemory, (self._clock() - start) * 1000)
+            self._outcomes.inc(tags={"outcome": "out_of_memory" if kind is ModelOutOfMemory else "unavailable"})
+            if not isinstance(e, kind):
+                logger.warning("engine call %s failed: %s", request_id, type(e).__name__)
+            raise kind(type(e).__name__) from None
+        finally:
             self._inflight.set(self._limit.active)
-            prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}")
-        self._inflight.set(self._limit.active)
+        latency_ms = (self._clock() - start) * 1000
+        self._reclaim.record(False, False, latency_ms)
+        self._latency.add(latency_ms, self._clock())
+        self._outcomes.inc(tags={"outcome": "ok"})
         return {
             "label": prediction.label,
             "confidence": prediction.confidence,
             "model_version": self._engine.metadata.version,
         }
+
+    async def _inject_fault(self) -> None:
+        f = self._faults
+        if f.failure == "none" or self._random.random() >= f.rate:
+            return
+        if f.failure == "slow":
+            await asyncio.sleep(f.slow_ms / 1000)
+        elif f.failure == "out_of_memory":
+            raise ModelOutOfMemory("injected fault")
+        else:
+            raise ModelUnavailable("injected fault")
+
+    def set_faults(self, faults: dict[str, Any]) -> dict[str, Any]:
+        """Test switch: make this replica fail (see FaultConfig); {} turns it off."""
+        self._faults = FaultConfig.model_validate(faults)
+        return self._faults.model_dump()
+
+    async def _control_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.batching.interval_s)
+            try:
+                await self._control_step()
+            except Exception:  # the loop must outlive one bad reading
+                logger.exception("model replica control step failed")
+
+    async def _control_step(self) -> None:
+        now = self._clock()
+        readings = self._resources()
+        pressure = (readings.memory_percent or 0.0) / 100
+        self._memory.set(pressure)
+        self._efficiency.set(self._limit.active / self._limit.limit)
+        decision = self._batching.decide(
+            BatchSignals(pressure, self._latency.p95_ms(now), self._latency.rate_per_s(now)), now
+        )
+        await self._apply(decision)
+        if reclaim := self._reclaim.decide(now):
+            await self._act(reclaim, now)
+        if self._breaker is not None:
+            # Fire and forget: a slow or lost breaker must not stall the control loop.
+            self._breaker.report_resources.remote(self._source, readings)
+
+    async def _apply(self, decision: BatchDecision) -> None:
+        if decision.size == self._limit.limit:
+            return
+        logger.info("batch knob %d -> %d (%s)", self._limit.limit, decision.size, decision.reason)
+        await self._limit.set_limit(decision.size)
+        self._batch_limit.set(decision.size)
+        self._changes.inc(tags={"reason": decision.reason})
+
+    async def _act(self, reclaim: ReclaimDecision, now: float) -> None:
+        logger.warning("memory reclaim: %s after %s", reclaim.action, reclaim.trigger)
+        self._reclaims.inc(tags={"action": reclaim.action, "trigger": reclaim.trigger})
+        if reclaim.action == "shrink_batch":
+            await self._apply(self._batching.force(self._limit.limit // 2, now))
+        elif reclaim.action == "free_caches":
+            await self._engine.free_caches()
+        else:
+            # Serve replaces a replica whose health check fails: a fresh process, a fresh engine.
+            self._restart_reason = f"reclaim after {reclaim.trigger}"
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        """Custom metrics for deployments.autoscaling.QueueLatencyPolicy."""
+        return {"p95_ms": self._latency.p95_ms(self._clock()) or 0.0}
 
     def tokenizer_info(self) -> TokenizerInfo:
         return self._engine.tokenizer_info()
@@ -63,23 +204,32 @@ class ModelReplica:
         }
 
     async def set_max_inflight(self, limit: int) -> int:
-        """The batch knob the adaptive batching policy turns."""
-        await self._limit.set_limit(limit)
-        self._batch_limit.set(limit)
-        return limit
+        """Operator override of the batch knob (the policy goes on from there)."""
+        await self._apply(self._batching.override(limit, self._clock()))
+        return self._limit.limit
 
-    def stats(self) -> dict[str, int]:
-        return {"limit": self._limit.limit, "active": self._limit.active, "waiting": self._limit.waiting}
+    def stats(self) -> dict[str, Any]:
+        return {
+            "limit": self._limit.limit,
+            "active": self._limit.active,
+            "waiting": self._limit.waiting,
+            "batch_cap": self._batching.cap,
+            "restart_reason": self._restart_reason,
+        }
 
     async def ping(self) -> str:
-        await self._engine.check_health()
+        await self.check_health()
         return "ok"
 
     async def check_health(self) -> None:
+        if self._restart_reason:
+            raise RuntimeError(f"restart requested: {self._restart_reason}")
         await self._engine.check_health()
 
     def __del__(self):
         # Serve calls this on graceful shutdown; stopping the engine frees its worker
         # processes and KV memory at once instead of when the actor is reaped.
+        if hasattr(self, "_control"):
+            self._control.cancel()
         if hasattr(self, "_engine"):
             self._engine.shutdown()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
@@ -25,16 +24,16 @@ DEFAULT_OPTIONS = {
 
 
 class Tokenizer:
-    """Turns ticket text into the engine's token ids and forwards them to the model replica.
+    """Turns ticket text into the engine's token ids for the edge router to send on.
 
     Tokenizing here keeps that CPU work off the engine's process; if it takes longer
     than `timeout_ms`, the raw text goes on and the replica tokenizes it itself.
+    The model handle is only used to check, at start, that both load the same tokenizer.
     """
 
     async def __init__(self, config: TokenizerConfig, model: DeploymentHandle, model_dir: str):
         from transformers import AutoTokenizer
 
-        self._model = model
         self._timeout_s = config.timeout_ms / 1000
         source = config.tokenizer_dir or model_dir
         own_hash = tokenizer_hash(source)
@@ -62,7 +61,7 @@ class Tokenizer:
             max_length=self._max_tokens,
         )["input_ids"]
 
-    async def classify(self, text: str, request_id: str) -> dict[str, Any]:
+    async def tokenize(self, text: str) -> list[int] | str:
         try:
             prompt: list[int] | str = await asyncio.wait_for(
                 asyncio.to_thread(self._encode, text), self._timeout_s
@@ -72,7 +71,7 @@ class Tokenizer:
             prompt, outcome = text, "fallback"
         self._counts[outcome] += 1
         self._outcomes.inc(tags={"outcome": outcome})
-        return await self._model.predict.remote(prompt, request_id)
+        return prompt
 
     def stats(self) -> dict[str, int]:
         return {**self._counts, "max_tokens": self._max_tokens}

@@ -1,4 +1,8 @@
-"""A bounded map with least-recently-used eviction and a time to live."""
+"""A bounded map with least-recently-used eviction and a time to live.
+
+Expired entries are not served by `get` but stay until evicted, so a caller whose
+fresh source failed can still fall back on them (`get_stale`, HTTP's stale-if-error).
+"""
 
 from __future__ import annotations
 
@@ -25,11 +29,15 @@ class LruTtlCache(Generic[K, V]):
             return None
         stored_at, value = entry
         if now - stored_at >= self._ttl_s:
-            del self._entries[key]
             self.expired += 1
             return None
         self._entries.move_to_end(key)
         return value
+
+    def get_stale(self, key: K) -> V | None:
+        """The entry whatever its age."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry[1]
 
     def put(self, key: K, value: V, now: float) -> None:
         self._entries[key] = (now, value)

@@ -53,7 +53,7 @@ def test_bad_mode_names_value_and_choices():
     [
         {"tokenizer": {"timeout_ms": 0}},
         {"ingress": {"max_text_chars": -1}},
-        {"model": {"max_inflight_requests": 0}},
+        {"model": {"queue_per_slot": 0}},
         {"model": {"engine": {"gpu_memory_utilization": 1.5}}},
         {"nonsense": {}},
     ],

@@ -1,0 +1,164 @@
+"""Step load to a multiple of capacity, with and without the control policies.
+
+    python -m bench.overload [--steps 0.5,1,2,3] [--step-seconds 20] [--timeout-s 15]
+
+First the model path's capacity (closed loop, --users clients) and its unloaded P99
+(one client). Then, per variant, an open-loop load on 127.0.0.1: arrivals at a fixed
+rate whatever the answers do, stepped through the given multiples of capacity.
+Every request ends as one of: 200 from the model, 200 degraded (a fallback answered),
+429, 503 (with Retry-After), hung (no answer within --timeout-s) or lost (connection
+error or any other status). Variants:
+  policies  serve_config.yaml: adaptive batch knob, replica queue bound, breaker, retry
+            matrix and budget, degraded answers from the pre-classifier, ingress shedding
+  off       the same graph with those off (Serve's own bounded queues only)
+Tickets are the bundled ones with no edge answers (every ticket is meant for the model).
+Prints a table and writes bench/results/overload.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import httpx
+from ray import serve
+
+from bench.common import (
+    bundled_bodies,
+    closed_loop,
+    graph_config,
+    merged,
+    percentile,
+    print_table,
+    start_serve,
+    write_results,
+)
+from deployments.config import AppConfig
+from serve_app import bind_graph
+
+PORT = 18800
+# The pre-classifier stays loaded for degraded answers but answers nothing at the edge.
+MODEL_ONLY_EDGE = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []}
+
+
+@dataclass
+class Outcome:
+    sent_at: float
+    kind: str  # model, degraded, 429, 503, hung, lost
+    latency_ms: float
+    retry_after: bool = True
+
+
+async def open_loop(url: str, bodies: list[dict], rates: list[float], step_s: float, timeout_s: float) -> list[tuple[int, Outcome]]:
+    """Sends at each rate for step_s, one after the other; returns (step index, outcome)."""
+    limits = httpx.Limits(max_connections=4000, max_keepalive_connections=512)
+    out: list[tuple[int, Outcome]] = []
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+
+        async def one(step: int, body: dict) -> None:
+            start = time.perf_counter()
+            try:
+                r = await client.post(url, json=body)
+            except httpx.TimeoutException:
+                out.append((step, Outcome(start, "hung", timeout_s * 1000)))
+                return
+            except httpx.HTTPError as e:
+                out.append((step, Outcome(start, "lost", 0.0)))
+                return
+            ms = (time.perf_counter() - start) * 1000
+            if r.status_code == 200:
+                kind = "degraded" if r.json().get("degraded") else "model"
+            elif r.status_code in (429, 503):
+                kind = str(r.status_code)
+            else:
+                kind = "lost"
+            out.append((step, Outcome(start, kind, ms, "retry-after" in r.headers or r.status_code == 200)))
+
+        tasks = []
+        i = 0
+        for step, rate in enumerate(rates):
+            began = time.perf_counter()
+            for k in range(int(rate * step_s)):
+                delay = began + k / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(step, bodies[i % len(bodies)])))
+                i += 1
+        await asyncio.gather(*tasks)
+    return out
+
+
+def summarize(variant: str, rates: list[float], factors: list[float], outcomes, step_s: float) -> list[dict]:
+    rows = []
+    for step, (rate, factor) in enumerate(zip(rates, factors)):
+        mine = [o for s, o in outcomes if s == step]
+        kinds = Counter(o.kind for o in mine)
+        accepted = [o.latency_ms for o in mine if o.kind in ("model", "degraded")]
+        model = [o.latency_ms for o in mine if o.kind == "model"]
+        n = len(mine) or 1
+        rows.append(
+            {
+                "variant": variant,
+                "load": f"{factor:g}x",
+                "offered_rps": round(rate, 1),
+                "accepted_rps": round(len(accepted) / step_s, 1),
+                "model_rps": round(len(model) / step_s, 1),
+                "p99_accepted_ms": round(percentile(accepted, 99), 1),
+                "p99_model_ms": round(percentile(model, 99), 1),
+                "model_%": round(100 * kinds["model"] / n, 1),
+                "degraded_%": round(100 * kinds["degraded"] / n, 1),
+                "429_%": round(100 * kinds["429"] / n, 1),
+                "503_%": round(100 * kinds["503"] / n, 1),
+                "hung": kinds["hung"],
+                "lost": kinds["lost"],
+                "no_retry_after": sum(1 for o in mine if o.kind in ("429", "503") and not o.retry_after),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", default="0.5,1,2,3", help="multiples of the measured capacity")
+    p.add_argument("--step-seconds", type=float, default=20)
+    p.add_argument("--timeout-s", type=float, default=15, help="client timeout: slower answers count as hung")
+    p.add_argument("--users", type=int, default=32, help="closed-loop clients for the capacity run")
+    p.add_argument("--capacity-rps", type=float, default=None, help="skip the capacity run and use this")
+    a = p.parse_args()
+    factors = [float(x) for x in a.steps.split(",")]
+    bodies = bundled_bodies()
+    url = f"http://127.0.0.1:{PORT}/v1/classify"
+
+    on = graph_config(edge=True)
+    on = AppConfig.from_args(merged(on.model_dump(), {"edge": MODEL_ONLY_EDGE}))
+    off = graph_config(edge=False, policies=False)
+    off = AppConfig.from_args(merged(off.model_dump(), {"ingress": {"max_ongoing_tickets": 1_000_000}}))
+
+    start_serve(PORT)
+    rows, baseline = [], {}
+    for variant, config in (("policies", on), ("off", off)):
+        serve.run(bind_graph(config), name="overload", route_prefix="/")
+        asyncio.run(closed_loop("warm-up", url, bodies, 8, 5))
+        if variant == "policies":
+            unloaded = asyncio.run(closed_loop("unloaded", url, bodies, 1, 10))
+            capacity = a.capacity_rps or asyncio.run(closed_loop("capacity", url, bodies, a.users, 20)).row()["req_per_s"]
+            baseline = {
+                "capacity_rps": capacity,
+                "unloaded_p50_ms": unloaded.row()["p50_ms"],
+                "unloaded_p99_ms": unloaded.row()["p99_ms"],
+            }
+            print(baseline)
+        rates = [f * baseline["capacity_rps"] for f in factors]
+        outcomes = asyncio.run(open_loop(url, bodies, rates, a.step_seconds, a.timeout_s))
+        rows += summarize(variant, rates, factors, outcomes, a.step_seconds)
+        serve.delete("overload")
+        time.sleep(2)
+    table = print_table(rows)
+    write_results("overload", {"baseline": baseline, "rows": rows, "table": table, "args": vars(a)})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The model path's circuit breaker, one actor shared by every caller, and the callers'
+local view of it.
+
+Callers do not ask the actor per ticket: each keeps the last action it was told and
+sends its call outcomes in batches, at most one sync in flight and one per
+`sync_interval_ms`. Only in HALF_OPEN does a ticket ask the actor itself, for one of
+the few probe permits. Model replicas report their resource readings here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Callable
+
+from ray.serve.handle import DeploymentHandle
+from ray.serve.metrics import Counter, Gauge
+
+from policies.breaker import STATE_CODES, Action, BreakerConfig, CircuitBreaker, Resources
+
+logger = logging.getLogger("ray.serve")
+
+DEFAULT_OPTIONS = {
+    "name": "Breaker",
+    "num_replicas": 1,
+    "max_ongoing_requests": 4096,
+    "ray_actor_options": {"num_cpus": 0},
+}
+
+
+class Breaker:
+    def __init__(self, config: BreakerConfig, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._breaker = CircuitBreaker(config, clock())
+        self._published = len(self._breaker.transitions)
+        self._state = Gauge("breaker_state", description="Model-path breaker: 0 closed, 1 half-open, 2 open.")
+        self._transitions = Counter(
+            "breaker_transitions_total", description="Breaker state changes, by new state.", tag_keys=("state",)
+        )
+        self._state.set(0)
+
+    def sync(self, outcomes: list[tuple[bool, float]]) -> Action:
+        """(failed, duration_ms) of calls since the caller's last sync; answers the current action."""
+        now = self._clock()
+        for failed, duration_ms in outcomes:
+            self._breaker.record(failed, duration_ms, now)
+        action = self._breaker.view(now)
+        self._publish()
+        return action
+
+    def acquire(self) -> Action:
+        action = self._breaker.acquire(self._clock())
+        self._publish()
+        return action
+
+    def report_resources(self, source: str, resources: Resources) -> None:
+        self._breaker.observe_resources(source, resources, self._clock())
+
+    def state(self) -> dict:
+        now = self._clock()
+        action = self._breaker.view(now)
+        self._publish()
+        return {
+            "state": self._breaker.state.value,
+            "action": action,
+            "transitions": [
+                {"at_s_ago": round(now - t.at, 3), "from": t.source.value, "to": t.target.value, "reason": t.reason}
+                for t in self._breaker.transitions
+            ],
+        }
+
+    def _publish(self) -> None:
+        transitions = list(self._breaker.transitions)
+        fresh = self._breaker.transition_count - self._published
+        for t in transitions[len(transitions) - min(fresh, len(transitions)) :]:
+            logger.info("breaker %s -> %s: %s", t.source.value, t.target.value, t.reason)
+            self._transitions.inc(tags={"state": t.target.value})
+        self._published = self._breaker.transition_count
+        self._state.set(STATE_CODES[self._breaker.state])
+
+    async def ping(self) -> str:
+        return "ok"
+
+
+class BreakerView:
+    """A caller's copy of the breaker's action; the breaker actor stays off the ticket path.
+
+    If the actor cannot be reached the view fails open (pass): losing the breaker must
+    not stop the graph, only its protection.
+    """
+
+    def __init__(
+        self,
+        breaker: DeploymentHandle,
+        sync_interval_s: float,
+        timeout_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._breaker = breaker
+        self._interval_s = sync_interval_s
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self.action: Action = "pass"
+        self._outcomes: list[tuple[bool, float]] = []
+        self._synced_at = -math.inf
+        self._sync: asyncio.Task | None = None
+        self.unreachable = 0
+
+    async def acquire(self) -> Action:
+        self._maybe_sync()
+        if self.action != "probe":
+            return self.action
+        try:
+            return await asyncio.wait_for(self._breaker.acquire.remote(), self._timeout_s)
+        except Exception:
+            self.unreachable += 1
+            return "pass"
+
+    def record(self, failed: bool, duration_ms: float) -> None:
+        self._outcomes.append((failed, duration_ms))
+        self._maybe_sync()
+
+    def _maybe_sync(self) -> None:
+        if (self._sync is None or self._sync.done()) and self._clock() - self._synced_at >= self._interval_s:
+            self._synced_at = self._clock()
+            self._sync = asyncio.get_running_loop().create_task(self._send())
+
+    async def _send(self) -> None:
+        outcomes, self._outcomes = self._outcomes, []
+        try:
+            self.action = await asyncio.wait_for(self._breaker.sync.remote(outcomes), self._timeout_s)
+        except Exception:
+            self.unreachable += 1
+            self.action = "pass"

@@ -1,0 +1,31 @@
+"""Recent request latencies: p95 and completions per second over a sliding time span."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+class LatencyWindow:
+    def __init__(self, span_s: float, max_samples: int = 10_000):
+        if span_s <= 0:
+            raise ValueError(f"span_s must be > 0, got {span_s}")
+        self._span_s = span_s
+        self._samples: deque[tuple[float, float]] = deque(maxlen=max_samples)
+
+    def add(self, latency_ms: float, now: float) -> None:
+        self._samples.append((now, latency_ms))
+
+    def p95_ms(self, now: float) -> float | None:
+        values = sorted(ms for _, ms in self._recent(now))
+        if not values:
+            return None
+        return values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
+
+    def rate_per_s(self, now: float) -> float:
+        return len(self._recent(now)) / self._span_s
+
+    def _recent(self, now: float) -> list[tuple[float, float]]:
+        while self._samples and self._samples[0][0] <= now - self._span_s:
+            self._samples.popleft()
+        return list(self._samples)
