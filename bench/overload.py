@@ -8,9 +8,10 @@ rate whatever the answers do, stepped through the given multiples of capacity.
 Every request ends as one of: 200 from the model, 200 degraded (a fallback answered),
 429, 503 (with Retry-After), hung (no answer within --timeout-s) or lost (connection
 error or any other status). Variants:
-  policies  serve_config.yaml: adaptive batch knob, replica queue bound, breaker, retry
-            matrix and budget, degraded answers from the pre-classifier, ingress shedding
-  off       the same graph with those off (Serve's own bounded queues only)
+  policies  serve_config.yaml: adaptive admission limit at the ingress, adaptive batch
+            knob, replica queue bound, breaker, retry matrix and budget, degraded answers
+  off       the same graph with those off (Serve's bounded queues and a fixed ingress limit)
+Capacity and the unloaded P99 are measured on `off`, where nothing is shed.
 Tickets are the bundled ones with no edge answers (every ticket is meant for the model).
 Prints a table and writes bench/results/overload.json.
 """
@@ -50,6 +51,7 @@ class Outcome:
     kind: str  # model, degraded, 429, 503, hung, lost
     latency_ms: float
     retry_after: bool = True
+    service_ms: float | None = None  # the answer's latency_ms: time inside the ingress handler
 
 
 async def open_loop(url: str, bodies: list[dict], rates: list[float], step_s: float, timeout_s: float) -> list[tuple[int, Outcome]]:
@@ -65,17 +67,20 @@ async def open_loop(url: str, bodies: list[dict], rates: list[float], step_s: fl
             except httpx.TimeoutException:
                 out.append((step, Outcome(start, "hung", timeout_s * 1000)))
                 return
-            except httpx.HTTPError as e:
+            except httpx.HTTPError:
                 out.append((step, Outcome(start, "lost", 0.0)))
                 return
             ms = (time.perf_counter() - start) * 1000
+            service_ms = None
             if r.status_code == 200:
-                kind = "degraded" if r.json().get("degraded") else "model"
+                body = r.json()
+                kind = "degraded" if body.get("degraded") else "model"
+                service_ms = body.get("latency_ms")
             elif r.status_code in (429, 503):
                 kind = str(r.status_code)
             else:
                 kind = "lost"
-            out.append((step, Outcome(start, kind, ms, "retry-after" in r.headers or r.status_code == 200)))
+            out.append((step, Outcome(start, kind, ms, "retry-after" in r.headers or r.status_code == 200, service_ms)))
 
         tasks = []
         i = 0
@@ -108,6 +113,8 @@ def summarize(variant: str, rates: list[float], factors: list[float], outcomes, 
                 "model_rps": round(len(model) / step_s, 1),
                 "p99_accepted_ms": round(percentile(accepted, 99), 1),
                 "p99_model_ms": round(percentile(model, 99), 1),
+                "p99_in_service_ms": round(percentile([o.service_ms for o in mine if o.service_ms is not None], 99), 1),
+                "p99_refusal_ms": round(percentile([o.latency_ms for o in mine if o.kind in ("429", "503")], 99), 1),
                 "model_%": round(100 * kinds["model"] / n, 1),
                 "degraded_%": round(100 * kinds["degraded"] / n, 1),
                 "429_%": round(100 * kinds["429"] / n, 1),
@@ -126,7 +133,10 @@ def main() -> None:
     p.add_argument("--step-seconds", type=float, default=20)
     p.add_argument("--timeout-s", type=float, default=15, help="client timeout: slower answers count as hung")
     p.add_argument("--users", type=int, default=32, help="closed-loop clients for the capacity run")
-    p.add_argument("--capacity-rps", type=float, default=None, help="skip the capacity run and use this")
+    p.add_argument("--variants", default="off,policies", help="which variants to run, in order")
+    p.add_argument(
+        "--capacity-rps", type=float, default=None, help="use this capacity (and skip the unloaded and capacity runs)"
+    )
     a = p.parse_args()
     factors = [float(x) for x in a.steps.split(",")]
     bodies = bundled_bodies()
@@ -135,18 +145,18 @@ def main() -> None:
     on = graph_config(edge=True)
     on = AppConfig.from_args(merged(on.model_dump(), {"edge": MODEL_ONLY_EDGE}))
     off = graph_config(edge=False, policies=False)
-    off = AppConfig.from_args(merged(off.model_dump(), {"ingress": {"max_ongoing_tickets": 1_000_000}}))
 
     start_serve(PORT)
-    rows, baseline = [], {}
-    for variant, config in (("policies", on), ("off", off)):
-        serve.run(bind_graph(config), name="overload", route_prefix="/")
+    rows, baseline = [], {"capacity_rps": a.capacity_rps}
+    configs = {"off": off, "policies": on}
+    state: dict[str, dict] = {}
+    for variant in a.variants.split(","):
+        serve.run(bind_graph(configs[variant]), name="overload", route_prefix="/")
         asyncio.run(closed_loop("warm-up", url, bodies, 8, 5))
-        if variant == "policies":
+        if baseline["capacity_rps"] is None:  # measured on the first variant (`off`: nothing shed)
             unloaded = asyncio.run(closed_loop("unloaded", url, bodies, 1, 10))
-            capacity = a.capacity_rps or asyncio.run(closed_loop("capacity", url, bodies, a.users, 20)).row()["req_per_s"]
             baseline = {
-                "capacity_rps": capacity,
+                "capacity_rps": asyncio.run(closed_loop("capacity", url, bodies, a.users, 20)).row()["req_per_s"],
                 "unloaded_p50_ms": unloaded.row()["p50_ms"],
                 "unloaded_p99_ms": unloaded.row()["p99_ms"],
             }
@@ -154,10 +164,16 @@ def main() -> None:
         rates = [f * baseline["capacity_rps"] for f in factors]
         outcomes = asyncio.run(open_loop(url, bodies, rates, a.step_seconds, a.timeout_s))
         rows += summarize(variant, rates, factors, outcomes, a.step_seconds)
+        state[variant] = {
+            "edge_router": serve.get_deployment_handle("EdgeRouter", "overload").stats.remote().result(),
+            "breaker": serve.get_deployment_handle("Breaker", "overload").state.remote().result(),
+            "model_replica": serve.get_deployment_handle("ModelReplica", "overload").stats.remote().result(),
+        }
+        print(variant, state[variant])
         serve.delete("overload")
         time.sleep(2)
     table = print_table(rows)
-    write_results("overload", {"baseline": baseline, "rows": rows, "table": table, "args": vars(a)})
+    write_results("overload", {"baseline": baseline, "rows": rows, "table": table, "state": state, "args": vars(a)})
 
 
 if __name__ == "__main__":

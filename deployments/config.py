@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from deployments.engines import EngineConfig
+from policies.admission import AdmissionConfig
 from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
 from policies.language import LanguageConfig
@@ -39,8 +40,9 @@ class IngressConfig(_Strict):
     request_timeout_s: float = Field(30.0, gt=0, description="end-to-end budget for one ticket")
     health_timeout_s: float = Field(5.0, gt=0, description="how long /healthz waits for each node")
     retry_after_s: int = Field(1, ge=0, description="Retry-After sent with 503 overloaded")
-    max_ongoing_tickets: int = Field(
-        768, gt=0, description="tickets in flight in one ingress replica beyond which new ones get 503 overloaded at once"
+    admission: AdmissionConfig = Field(
+        default_factory=AdmissionConfig,
+        description="adaptive limit on tickets in flight per ingress replica; over it: 503 overloaded at once",
     )
     tier_header: str = Field(
         "x-user-tier", description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)"
@@ -64,8 +66,10 @@ class AntiSpamConfig(_Strict):
 EDGE_OFF = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_enabled": False}
 
 
-# `args` with the control policies off: fixed batch knob, no breaker, no retries, no fallback.
+# `args` with the control policies off: fixed batch knob and admission limit, no breaker,
+# no retries, no fallback (Serve's bounded queues and the fixed limits remain).
 POLICIES_OFF = {
+    "ingress": {"admission": {"enabled": False}},
     "model": {"batching": {"enabled": False}, "reclaim": {"enabled": False}, "queue_per_slot": None},
     "breaker": {"enabled": False},
     "retry": {"enabled": False},

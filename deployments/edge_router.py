@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
@@ -183,8 +183,13 @@ class EdgeRouter:
                 logger.warning("route edge_model is off: %s", e)
                 self._pre_classifier = None
 
-    def stats(self) -> dict[str, int]:
-        return {"cache_entries": len(self._cache), "cache_evicted": self._cache.evicted}
+    def stats(self) -> dict[str, Any]:
+        return {
+            "cache_entries": len(self._cache),
+            "cache_evicted": self._cache.evicted,
+            "model_give_ups": dict(self._model_path.give_ups),
+            "model_retries": dict(self._model_path.retries),
+        }
 
     async def ping(self) -> str:
         return "ok"

@@ -51,6 +51,10 @@ class EngineConfig(BaseModel):
         True, description="reuse KV blocks of shared prompt prefixes (generate mode)"
     )
     max_label_tokens: int = Field(16, gt=0, description="generate mode: decode budget for a label")
+    extra_niceness: int = Field(
+        0, ge=0, le=19, description="CPU hosts: added to the niceness of the engine's processes, so the HTTP front "
+        "door keeps the CPU it needs to answer (and refuse) quickly when the model saturates the cores"
+    )
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,8 @@ class _VLLMEngine:
         )
         self.engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = self.engine.model_config.max_model_len
+        if config.extra_niceness:
+            _renice_children(config.extra_niceness)
 
     def _text_ids(self, text: str, add_special_tokens: bool, max_tokens: int) -> list[int]:
         return self.tokenizer(
@@ -131,7 +137,9 @@ class _VLLMEngine:
         cfg = self.engine.vllm_config
         max_seqs = cfg.scheduler_config.max_num_seqs
         blocks = cfg.cache_config.num_gpu_blocks
-        if not blocks:
+        # Encoder-only models (the pooling classifier) keep no KV between steps: vLLM's
+        # token-level block count says nothing about how many sequences fit.
+        if not blocks or cfg.model_config.attn_type in ("encoder_only", "attention_free"):
             return max_seqs
         return max(1, min(max_seqs, blocks * cfg.cache_config.block_size // self.max_model_len))
 
@@ -224,6 +232,17 @@ class VLLMGenerateEngine(_VLLMEngine):
         logprob = completion.cumulative_logprob
         confidence = math.exp(logprob) if logprob is not None else 0.0
         return Prediction(completion.text.strip(), confidence)
+
+
+def _renice_children(increment: int) -> None:
+    """The engine core and its workers are this replica's child processes."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.nice(min(19, child.nice() + increment))
+        except psutil.Error:  # gone, or not ours to change: priority is an optimization
+            pass
 
 
 def start_engine(config: EngineConfig, model_dir: str) -> TicketEngine:

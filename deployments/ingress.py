@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from ray import serve
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Histogram
+from ray.serve.metrics import Counter, Gauge, Histogram
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.api import (
@@ -31,13 +31,15 @@ from deployments.api import (
     normalize_text,
 )
 from deployments.config import IngressConfig
+from policies.admission import AdaptiveConcurrency
+from policies.window import LatencyWindow
 
 logger = logging.getLogger("ray.serve")
 
 DEFAULT_OPTIONS = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
-    # Above IngressConfig.max_ongoing_tickets so that the ingress itself answers an
+    # Above the admission limit's max_limit, so that the ingress itself answers an
     # overload with our JSON 503; past both, Serve's proxy answers its own 503.
     "max_ongoing_requests": 1024,
     "max_queued_requests": 1024,
@@ -55,11 +57,18 @@ class Ingress:
         self._first = first
         self._nodes = nodes
         self._ongoing = 0
+        self._peak = 0
+        self._admission = AdaptiveConcurrency(config.admission, time.monotonic())
+        self._recent = LatencyWindow(config.admission.interval_s)
         self._requests = Counter(
             "ticket_requests_total",
             description="Classify requests answered, by route and HTTP status.",
             tag_keys=("route", "status"),
         )
+        self._admission_limit = Gauge(
+            "ingress_admission_limit", description="Tickets in flight this ingress replica admits now."
+        )
+        self._admission_limit.set(self._admission.limit)
         self._latency = Histogram(
             "ticket_request_latency_ms",
             description="Time spent inside the service per ticket, by route.",
@@ -113,6 +122,7 @@ class Ingress:
     ) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused; counted here whichever endpoint it came by."""
         self._ongoing += 1
+        self._peak = max(self._peak, self._ongoing)
         try:
             answer = await self._admitted(ticket, request_id, start, context)
         finally:
@@ -122,12 +132,21 @@ class Ingress:
         else:
             self._requests.inc(tags={"route": answer.route, "status": "200"})
             self._latency.observe(answer.latency_ms, tags={"route": answer.route})
+            self._adapt_admission(answer.latency_ms)
         return answer
+
+    def _adapt_admission(self, latency_ms: float) -> None:
+        now = time.monotonic()
+        self._recent.add(latency_ms, now)
+        if self._admission.due(now):
+            limit = self._admission.update(self._recent.quantile_ms(0.99, now), self._peak, now)
+            self._peak = self._ongoing
+            self._admission_limit.set(limit)
 
     async def _admitted(
         self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
     ) -> ClassifyResponse | ApiError:
-        if self._ongoing > self._config.max_ongoing_tickets:
+        if self._ongoing > self._admission.limit:
             # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
             return ApiError(503, "overloaded", "too many tickets in flight; retry later", self._config.retry_after_s)
         try:

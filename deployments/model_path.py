@@ -7,6 +7,7 @@ Retrying here and nowhere else keeps retries from multiplying across layers.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class ModelPath:
         self._budget = RetryBudget(retry)
         self._clock = clock
         self._sleep = sleep
+        self.give_ups: collections.Counter[str] = collections.Counter()
+        self.retries: collections.Counter[str] = collections.Counter()
         self._retries = Counter(
             "model_retries_total", description="Retries of model calls, by cause.", tag_keys=("cause",)
         )
@@ -75,7 +78,7 @@ class ModelPath:
         action = await self._breaker.acquire() if self._breaker else "pass"
         if action in ("fallback", "reject_new"):
             reason = "breaker_open" if action == "fallback" else "breaker_reject_new"
-            self._give_ups.inc(tags={"reason": reason})
+            self._give_up(reason)
             return GiveUp("degraded" if action == "fallback" else "reject", reason)
         self._budget.record_request(self._clock())
         prompt = await self._tokenize(text)
@@ -92,14 +95,19 @@ class ModelPath:
                     self._breaker.record(True, (self._clock() - start) * 1000)
                 step = next_step(self._retry, cause, tries, self._budget, self._clock())
                 if not step.retry:
-                    self._give_ups.inc(tags={"reason": cause})
+                    self._give_up(cause)
                     return GiveUp(step.then, cause)
+                self.retries[cause] += 1
                 self._retries.inc(tags={"cause": cause})
                 await self._sleep(step.wait_s)
                 continue
             if self._breaker:
                 self._breaker.record(False, (self._clock() - start) * 1000)
             return result
+
+    def _give_up(self, reason: str) -> None:
+        self.give_ups[reason] += 1
+        self._give_ups.inc(tags={"reason": reason})
 
     async def _tokenize(self, text: str) -> list[int] | str:
         try:

@@ -109,6 +109,7 @@ class ModelReplica:
         try:
             async with self._limit:
                 self._inflight.set(self._limit.active)
+                admitted = self._clock()
                 await self._inject_fault()
                 prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}")
         except Exception as e:
@@ -120,9 +121,11 @@ class ModelReplica:
             raise kind(type(e).__name__) from None
         finally:
             self._inflight.set(self._limit.active)
-        latency_ms = (self._clock() - start) * 1000
-        self._reclaim.record(False, False, latency_ms)
-        self._latency.add(latency_ms, self._clock())
+        done = self._clock()
+        self._reclaim.record(False, False, (done - start) * 1000)
+        # The batch policy judges the time inside the engine, which the batch size sets;
+        # the wait for a slot in front of it would only grow if the batch shrank.
+        self._latency.add((done - admitted) * 1000, done)
         self._outcomes.inc(tags={"outcome": "ok"})
         return {
             "label": prediction.label,

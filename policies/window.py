@@ -17,10 +17,13 @@ class LatencyWindow:
         self._samples.append((now, latency_ms))
 
     def p95_ms(self, now: float) -> float | None:
+        return self.quantile_ms(0.95, now)
+
+    def quantile_ms(self, q: float, now: float) -> float | None:
         values = sorted(ms for _, ms in self._recent(now))
         if not values:
             return None
-        return values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
+        return values[max(0, min(len(values) - 1, math.ceil(q * len(values)) - 1))]
 
     def rate_per_s(self, now: float) -> float:
         return len(self._recent(now)) / self._span_s

@@ -131,7 +131,8 @@ def test_concurrent_requests_all_answer(app):
         ("tokenizer", {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
          {"edge": "off", "model": {"queue_per_slot": None}}, 200),
         # The ingress sheds what it cannot hold before doing any work.
-        ("ingress", {}, {"edge": "off", "ingress": {"max_ongoing_tickets": 4}}, 503),
+        ("ingress", {}, {"edge": "off", "ingress": {"admission": {"enabled": False, "max_limit": 4, "initial_limit": 4}}},
+         503),
     ],
 )
 def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_dir, case, options, sections, expect):

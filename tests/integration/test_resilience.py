@@ -138,3 +138,10 @@ def test_reclaim_ladder_ends_in_an_engine_restart_and_nothing_is_lost(resilient)
     assert routes[-1] == "model" and "degraded" in routes, routes
     fresh = model().stats.remote().result()
     assert fresh["restart_reason"] is None and fresh["limit"] <= old["limit"]
+
+
+def test_default_replica_starts_at_8_with_the_engines_sequence_cap(app):
+    """The seeds' start; on CPU the cap is what the engine holds (an encoder-only model
+    keeps no KV, so the scheduler's max_num_seqs), not a KV-block count."""
+    stats = serve.get_deployment_handle("ModelReplica", "main").stats.remote().result()
+    assert stats["limit"] == 8 and stats["batch_cap"] == 256, stats

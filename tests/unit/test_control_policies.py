@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.admission import AdaptiveConcurrency, AdmissionConfig
 from policies.autoscale import AutoscaleConfig, ScaleSignals, desired_replicas
 from policies.batching import AdaptiveBatchSize, BatchSignals, BatchSizeConfig, batch_cap
 from policies.breaker import BreakerConfig, BreakerState, CircuitBreaker, Resources
@@ -307,6 +308,31 @@ def test_autoscale_up_on_queue_or_latency_down_one_at_a_time():
     assert desired_replicas(c, ScaleSignals(4, 4, 100))[0] == 3
     assert desired_replicas(c, ScaleSignals(1, 0, None))[0] == 1
     assert desired_replicas(c, ScaleSignals(0, 3, None))[0] == 1
+
+
+# --- adaptive admission limit --------------------------------------------------------
+
+
+def test_admission_aimd():
+    a = AdaptiveConcurrency(AdmissionConfig(target_p99_ms=200, initial_limit=20, min_limit=4, max_limit=24), now=0)
+    assert a.update(500, peak_inflight=20, now=0.5) == 20  # not due yet
+    assert a.update(500, peak_inflight=20, now=1) == 16  # over target: x0.8
+    assert a.update(100, peak_inflight=10, now=2) == 16  # held, limit not reached: no growth
+    assert a.update(100, peak_inflight=16, now=3) == 18  # held and saturated: +2
+    assert a.update(None, peak_inflight=18, now=4) == 20
+    for t in range(5, 10):
+        a.update(100, peak_inflight=30, now=t)
+    assert a.limit == 24  # max_limit
+    for t in range(10, 30):
+        a.update(900, peak_inflight=30, now=t)
+    assert a.limit == 4  # min_limit
+
+
+def test_admission_off_is_the_fixed_bound():
+    a = AdaptiveConcurrency(AdmissionConfig(enabled=False, max_limit=100), now=0)
+    assert a.update(10_000, peak_inflight=100, now=50) == 100
+    with pytest.raises(ValueError, match="4, 2, 100"):
+        AdmissionConfig(min_limit=4, initial_limit=2, max_limit=100)
 
 
 # --- helpers -------------------------------------------------------------------------
