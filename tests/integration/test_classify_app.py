@@ -131,7 +131,7 @@ def test_concurrent_requests_all_answer(app):
         ("tokenizer", {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
          {"edge": "off", "model": {"queue_per_slot": None}}, 200),
         # The ingress sheds what it cannot hold before doing any work.
-        ("ingress", {}, {"edge": "off", "ingress": {"admission": {"enabled": False, "max_limit": 4, "initial_limit": 4}}},
+        ("ingress", {}, {"edge": "off", "ingress": {"admission": {"enabled": False, "min_limit": 1, "initial_limit": 4, "max_limit": 4}}},
          503),
     ],
 )

@@ -5,10 +5,13 @@ reclaim after out-of-memory failures."""
 import concurrent.futures as cf
 import time
 
+import httpx
 import pytest
 from ray import serve
 
-from tests.integration.conftest import classify_args, deploy, wait_healthy
+from deployments.config import AppConfig
+from serve_app import bind_graph
+from tests.integration.conftest import HTTP_PORT, classify_args, wait_healthy
 
 APP = "resilience"
 # Regular-tier tickets: the pre-classifier may not answer them at the edge, so each one
@@ -36,7 +39,19 @@ def resilient(ray_serve, default_model_dir):
         breaker={"window_calls": 10, "min_calls": 5, "open_wait_s": 3, "half_open_probes": 2, "sync_interval_ms": 20},
         retry={"budget_min_retries": 1000},
     )
-    client = deploy(ray_serve, APP, args)
+    # The shipped custom autoscaling policy, bounded to one replica on this machine: Serve
+    # imports it, calls it, and the replica feeds it through record_autoscaling_stats.
+    autoscaling = {
+        "min_replicas": 1,
+        "max_replicas": 1,
+        "policy": {
+            "policy_function": "deployments.autoscaling:QueueLatencyPolicy",
+            "policy_kwargs": {"target_ongoing_per_replica": 64, "p95_target_ms": 1000},
+        },
+    }
+    options = {"ModelReplica": {"autoscaling_config": autoscaling}}
+    ray_serve.run(bind_graph(AppConfig.from_args(args), options), name=APP, route_prefix=f"/{APP}")
+    client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{APP}", timeout=60)
     wait_healthy(client)
     yield client
     client.close()
