@@ -40,9 +40,11 @@ DEFAULT_OPTIONS = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
     # Above the admission limit's max_limit, so that the ingress itself answers an
-    # overload with our JSON 503; past both, Serve's proxy answers its own 503.
+    # overload with our JSON 503; past both, Serve's proxy answers its own (plain-text)
+    # 503, with Retry-After too.
     "max_ongoing_requests": 1024,
     "max_queued_requests": 1024,
+    "backpressure_config": {"retry_after_s": 1},
     "ray_actor_options": {"num_cpus": 0},
 }
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]

@@ -36,7 +36,18 @@ def resilient(ray_serve, default_model_dir):
             # not walk the reclaim ladder up to an engine restart.
             "reclaim": {"failed_in_row": 1000, "min_interval_s": 0},
         },
-        breaker={"window_calls": 10, "min_calls": 5, "open_wait_s": 3, "half_open_probes": 2, "sync_interval_ms": 20},
+        breaker={
+            "window_calls": 10,
+            "min_calls": 5,
+            "open_wait_s": 3,
+            "half_open_probes": 2,
+            "sync_interval_ms": 20,
+            # Real readings must not trip a trigger mid-test (host CPU does reach 100 %);
+            # the resource test reports its own.
+            "cpu_reject_percent": None,
+            "memory_fallback_percent": 99,
+            "resource_stale_s": 2,
+        },
         retry={"budget_min_retries": 1000},
     )
     # The shipped custom autoscaling policy, bounded to one replica on this machine: Serve
@@ -110,6 +121,21 @@ def test_failures_open_the_breaker_answers_degrade_then_half_open_recovers(resil
     assert state["state"] == "closed", state
     moves = [(t["from"], t["to"]) for t in state["transitions"]]
     assert moves[-3:] == [("closed", "open"), ("open", "half_open"), ("half_open", "closed")], moves
+    assert {a["route"] for a in classify_many(resilient, 4)} == {"model"}
+
+
+def test_memory_reading_over_the_trigger_turns_answers_degraded_until_it_goes_stale(resilient):
+    from policies.breaker import Resources
+
+    breaker = serve.get_deployment_handle("Breaker", APP)
+    breaker.report_resources.remote("drill", Resources(10.0, 99.5, None)).result()
+    assert breaker_state()["action"] == "fallback"
+    classify_many(resilient, 1)  # the edge router's view syncs on this one
+    time.sleep(0.1)
+    assert {a["route"] for a in classify_many(resilient, 4, threads=1)} == {"degraded"}
+    time.sleep(2.1)  # resource_stale_s: the drill's reading no longer counts
+    classify_many(resilient, 1)
+    time.sleep(0.1)
     assert {a["route"] for a in classify_many(resilient, 4)} == {"model"}
 
 

@@ -26,12 +26,22 @@ def test_absolute_model_dir_is_kept():
 
 
 def test_serve_config_files_validate():
+    """Our args, and Serve's own schema for the rest (deployment options, autoscaling
+    policy import paths): what `serve deploy` would refuse fails here first."""
     import yaml
+    from ray.serve.schema import ServeDeploySchema
 
     for name in ("serve_config.yaml", "serve_config.gpu.yaml"):
         doc = yaml.safe_load((PROJECT_ROOT / name).read_text())
+        ServeDeploySchema.model_validate(doc)
         for app in doc["applications"]:
             AppConfig.from_args(app["args"])
+            for deployment in app["deployments"]:
+                policy = deployment.get("autoscaling_config", {}).get("policy")
+                if policy:
+                    module, attr = policy["policy_function"].split(":")
+                    factory = getattr(__import__(module, fromlist=[attr]), attr)
+                    factory(**policy.get("policy_kwargs", {}))
 
 
 def test_unknown_key_is_named_with_the_allowed_ones():
