@@ -10,6 +10,7 @@ the few probe permits. Model replicas report their resource readings here too.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -34,7 +35,7 @@ class Breaker:
     def __init__(self, config: BreakerConfig, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._breaker = CircuitBreaker(config, clock())
-        self._published = len(self._breaker.transitions)
+        self._published = self._breaker.transition_count
         self._state = Gauge("breaker_state", description="Model-path breaker: 0 closed, 1 half-open, 2 open.")
         self._transitions = Counter(
             "breaker_transitions_total", description="Breaker state changes, by new state.", tag_keys=("state",)
@@ -72,9 +73,10 @@ class Breaker:
         }
 
     def _publish(self) -> None:
-        transitions = list(self._breaker.transitions)
-        fresh = self._breaker.transition_count - self._published
-        for t in transitions[len(transitions) - min(fresh, len(transitions)) :]:
+        """Logs and counts the transitions since the last call (usually none)."""
+        history = self._breaker.transitions
+        fresh = min(self._breaker.transition_count - self._published, len(history))
+        for t in itertools.islice(history, len(history) - fresh, None):
             logger.info("breaker %s -> %s: %s", t.source.value, t.target.value, t.reason)
             self._transitions.inc(tags={"state": t.target.value})
         self._published = self._breaker.transition_count
