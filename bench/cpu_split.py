@@ -15,7 +15,14 @@ import os
 import psutil
 from ray import serve
 
-from bench.common import add_load_args, bundled_bodies, closed_loop, graph_config, start_serve, write_results
+from bench.common import (
+    add_load_args,
+    bundled_bodies,
+    closed_loop,
+    graph_config,
+    start_serve,
+    write_results,
+)
 from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18300

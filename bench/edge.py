@@ -21,46 +21,37 @@ import argparse
 import asyncio
 import csv
 import random
-import string
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import httpx
 
-from bench.common import SHARED_DATA, percentile, print_table, start_serve, write_results
+from bench.common import (
+    SHARED_DATA,
+    percentile,
+    print_table,
+    start_serve,
+    write_results,
+)
 from deployments.api import ApiError, normalize_text
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, ROOT, TrainSettings, build, read_tiers
+from loadtest.mix import BITEXT, BITEXT_TO_BUNDLED, MIX, read_csv, spam_texts
+from models.build import (
+    BUNDLED_DATA,
+    BUNDLED_INTENTS,
+    ROOT,
+    TrainSettings,
+    build,
+    read_tiers,
+)
 
 PORT = 18500
-BITEXT = SHARED_DATA / "bitext_cs_8k" / "Bitext_Sample_Customer_Service_Training_Dataset.csv"
 BANKING77 = SHARED_DATA / "banking77" / "train.csv"
 BITEXT_FLAGS = {
     "B": "basic", "C": "colloquial", "E": "expanded", "I": "interrogative", "K": "keyword",
     "L": "colloquial (L)", "M": "morphological", "P": "polite", "Q": "offensive", "W": "offensive (W)",
     "Z": "typos", "V": "voice",
 }  # fmt: skip
-# Bitext intents with a clear counterpart among the bundled intents; the rest are left out.
-BITEXT_TO_BUNDLED = {
-    "recover_password": "password_reset",
-    "track_order": "order_status",
-    "track_refund": "track_refund",
-    "get_invoice": "invoice_request",
-    "check_invoice": "invoice_request",
-    "create_account": "create_account",
-    "delivery_options": "shipping_options",
-    "contact_human_agent": "human_agent",
-    "edit_account": "update_account_info",
-    "cancel_order": "cancel_order",
-    "change_order": "change_order",
-    "get_refund": "refund_request",
-    "delete_account": "delete_account",
-    "change_shipping_address": "shipping_address",
-    "set_up_shipping_address": "shipping_address",
-    "payment_issue": "payment_issue",
-    "complaint": "complaint",
-}
-MIX = {"simple": 0.38, "regular": 0.45, "complex": 0.17}
 SPAM_SHARE = 0.05
 EDGE_ROUTES = ("template", "cache", "edge_model")
 
@@ -106,8 +97,8 @@ class Screen:
 def false_blocks() -> list[dict]:
     """Real tickets from 200 users, each sending one every 2 s on average."""
     datasets = {
-        "bitext_cs_8k": [(r["utterance"], r["flags"]) for r in _read(BITEXT)],
-        "banking77/train": [(r["text"], "") for r in _read(BANKING77)],
+        "bitext_cs_8k": [(r["utterance"], r["flags"]) for r in read_csv(BITEXT)],
+        "banking77/train": [(r["text"], "") for r in read_csv(BANKING77)],
     }
     rows = []
     for name, tickets in datasets.items():
@@ -141,23 +132,6 @@ def _block_row(name: str, n: int, blocked: int, reasons: Counter, allowance: flo
     }
 
 
-def spam_texts(rng: random.Random, n: int) -> dict[str, list[str]]:
-    words = ["buy", "cheap", "now", "free", "click", "win", "deal", "help", "pls"]
-    alnum = string.ascii_lowercase + string.digits
-    return {
-        "repeated characters": [rng.choice("a!?.zx😀好") * rng.randint(8, 400) for _ in range(n)],
-        "repeated words": [
-            " ".join([" ".join(rng.sample(words, rng.randint(1, 3)))] * rng.randint(6, 40)) for _ in range(n)
-        ],
-        "random letters": ["".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(10, 200))) for _ in range(n)],
-        "random letters+digits": ["".join(rng.choice(alnum) for _ in range(rng.randint(10, 200))) for _ in range(n)],
-        "random 'words'": [
-            " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(rng.randint(3, 15)))
-            for _ in range(n)
-        ],
-    }
-
-
 def spam_caught(n: int, flood_seconds: float) -> list[dict]:
     rng = random.Random(7)
     rows = []
@@ -165,7 +139,7 @@ def spam_caught(n: int, flood_seconds: float) -> list[dict]:
         screen = Screen()
         caught = Counter(screen.verdict(t, f"spammer{i}", now=i) or "passed" for i, t in enumerate(texts))
         rows.append(_block_row(kind, n, n - caught["passed"], caught))
-    legit = [r["utterance"] for r in _read(BITEXT)]
+    legit = [r["utterance"] for r in read_csv(BITEXT)]
     floods = {
         # A crawler replaying a handful of tickets, as fast as it can (1,000/s).
         "flood: 20 texts, 1 user, 1000/s": (lambda i: legit[i % 20], "crawler", 1000),
@@ -185,15 +159,10 @@ def spam_caught(n: int, flood_seconds: float) -> list[dict]:
 # ---- 3: the realistic mix through HTTP ------------------------------------------------
 
 
-def _read(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def split_rows(seed: int = 0) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(train, test) of (text, label, lang): mapped bitext + bundled, 80/20 per label."""
-    rows = [(r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en") for r in _read(BITEXT) if r["intent"] in BITEXT_TO_BUNDLED]
-    rows += [(r["text"], r["label"], r["lang"]) for r in _read(BUNDLED_DATA)]
+    rows = [(r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en") for r in read_csv(BITEXT) if r["intent"] in BITEXT_TO_BUNDLED]
+    rows += [(r["text"], r["label"], r["lang"]) for r in read_csv(BUNDLED_DATA)]
     by_label: dict[str, list] = defaultdict(list)
     for row in rows:
         by_label[row[1]].append(row)

@@ -24,7 +24,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import SHARED_DATA, graph_config, percentile, print_table, start_serve, write_results
+from bench.common import (
+    SHARED_DATA,
+    graph_config,
+    percentile,
+    print_table,
+    start_serve,
+    write_results,
+)
 from models.build import BUNDLED_DATA, ROOT, TrainSettings, base_model_dir, build
 
 DATASETS = {

@@ -50,6 +50,9 @@ class EngineConfig(BaseModel):
     enable_prefix_caching: bool = Field(
         True, description="reuse KV blocks of shared prompt prefixes (generate mode)"
     )
+    engine_metrics: bool = Field(
+        True, description="export vLLM's own stats (queue, KV use, prefix-cache hits) through Ray's Prometheus export"
+    )
     max_label_tokens: int = Field(16, gt=0, description="generate mode: decode budget for a label")
     extra_niceness: int = Field(
         0, ge=0, le=19, description="CPU hosts: added to the niceness of the engine's processes, so the HTTP front "
@@ -121,7 +124,14 @@ class _VLLMEngine:
             max_num_seqs=config.max_num_seqs,
             enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
         )
-        self.engine = AsyncLLM.from_engine_args(args)
+        stat_loggers = None
+        if config.engine_metrics:
+            # vLLM's Prometheus logger writes to its own registry, which nothing scrapes
+            # inside a Serve replica; this one records through ray.util.metrics instead.
+            from vllm.v1.metrics.ray_wrappers import RayPrometheusStatLogger
+
+            stat_loggers = [RayPrometheusStatLogger]
+        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers)
         self.max_model_len = self.engine.model_config.max_model_len
         if config.extra_niceness:
             _renice_children(config.extra_niceness)

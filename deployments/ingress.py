@@ -73,9 +73,9 @@ class Ingress:
         self._admission_limit.set(self._admission.limit)
         self._latency = Histogram(
             "ticket_request_latency_ms",
-            description="Time spent inside the service per ticket, by route.",
+            description="Time spent inside the service per ticket, by route and HTTP status.",
             boundaries=LATENCY_BOUNDARIES_MS,
-            tag_keys=("route",),
+            tag_keys=("route", "status"),
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
@@ -130,11 +130,13 @@ class Ingress:
         finally:
             self._ongoing -= 1
         if isinstance(answer, ApiError):
-            self._requests.inc(tags={"route": "none", "status": str(answer.status)})
+            tags = {"route": "none", "status": str(answer.status)}
+            self._latency.observe((time.perf_counter() - start) * 1000, tags=tags)
         else:
-            self._requests.inc(tags={"route": answer.route, "status": "200"})
-            self._latency.observe(answer.latency_ms, tags={"route": answer.route})
+            tags = {"route": answer.route, "status": "200"}
+            self._latency.observe(answer.latency_ms, tags=tags)
             self._adapt_admission(answer.latency_ms)
+        self._requests.inc(tags=tags)
         return answer
 
     def _adapt_admission(self, latency_ms: float) -> None:

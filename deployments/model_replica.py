@@ -75,6 +75,12 @@ class ModelReplica:
         # vLLM refuses two in-flight requests with one id; clients may reuse X-Request-ID.
         self._sequence = itertools.count()
         self._inflight = Gauge("model_inflight_requests", description="Requests inside the engine right now.")
+        self._waiting = Gauge(
+            "model_waiting_requests", description="Requests waiting for a batch slot in front of the engine."
+        )
+        self._info = Gauge(
+            "model_info", description="1 for the model version this replica serves.", tag_keys=("model_version",)
+        )
         self._batch_limit = Gauge(
             "model_batch_limit", description="Batch knob: most requests allowed inside the engine."
         )
@@ -96,6 +102,7 @@ class ModelReplica:
             tag_keys=("action", "trigger"),
         )
         self._batch_limit.set(self._batching.size)
+        self._info.set(1, tags={"model_version": self._engine.metadata.version})
         self._control = asyncio.get_running_loop().create_task(self._control_loop())
 
     async def predict(self, prompt: list[int] | str, request_id: str) -> dict[str, Any]:
@@ -163,6 +170,7 @@ class ModelReplica:
         pressure = (readings.memory_percent or 0.0) / 100
         self._memory.set(pressure)
         self._efficiency.set(self._limit.active / self._limit.limit)
+        self._waiting.set(self._limit.waiting)
         decision = self._batching.decide(
             BatchSignals(pressure, self._latency.p95_ms(now), self._latency.rate_per_s(now)), now
         )

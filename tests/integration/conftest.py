@@ -13,6 +13,8 @@ from models.build import BUNDLED_DATA, BUNDLED_INTENTS, DEFAULT_OUT, TrainSettin
 from models.tiny_decoder import build_tiny_decoder
 
 HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
+# Ray's Prometheus export for the test cluster (what `ray start --metrics-export-port` opens).
+METRICS_PORT = int(os.environ.get("TICKETSERVE_TEST_METRICS_PORT", "18080"))
 # Per-engine KV reservation, as a fraction of RAM: several engines share this machine.
 CLASSIFY_KV_FRACTION = 0.1
 GENERATE_KV_FRACTION = 0.15
@@ -46,7 +48,7 @@ def ray_serve():
     from deployments.runtime import apply_ray_env
 
     apply_ray_env()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _metrics_export_port=METRICS_PORT)
     serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
     yield serve
     serve.shutdown()

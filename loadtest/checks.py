@@ -1,0 +1,74 @@
+"""Response validation for every load-test request, and the per-ticket record it leaves.
+
+Plain Python so the report, the unit tests and the Locust file share one judgement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+ROUTES = {"template", "cache", "edge_model", "model", "degraded"}
+# Refusals the contract allows (../shared/CONTRACT.md): the ticket is not answered (an
+# error for the error rate) but the service kept its word. 500 is never acceptable.
+REFUSALS = {
+    400: {"invalid_json"},
+    413: {"input_too_long", "batch_too_large"},
+    422: {"invalid_request", "unsupported_language", "spam_detected"},
+    429: {"rate_limited"},
+    503: {"overloaded"},
+}
+NEEDS_RETRY_AFTER = {429, 503}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    answered: bool  # a label came back
+    valid: bool  # the response keeps the contract (answers and allowed refusals)
+    route: str  # template, cache, edge_model, model, degraded; refused; invalid
+    reason: str = ""
+
+
+def judge_ticketserve(status: int, headers: dict[str, str], body: str, labels: set[str]) -> Verdict:
+    """A POST /v1/classify answer against ../shared/CONTRACT.md."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return Verdict(False, False, "invalid", f"{status}: body is not JSON")
+    if status == 200:
+        problems = []
+        if not isinstance(data, dict):
+            problems.append("answer is not an object")
+        else:
+            if labels and data.get("label") not in labels:
+                problems.append(f"unknown label {data.get('label')!r}")
+            if not isinstance(data.get("confidence"), (int, float)) or not 0 <= data["confidence"] <= 1:
+                problems.append(f"confidence {data.get('confidence')!r}")
+            if data.get("route") not in ROUTES:
+                problems.append(f"route {data.get('route')!r}")
+            if not data.get("model_version") or not data.get("request_id"):
+                problems.append("model_version or request_id missing")
+        if problems:
+            return Verdict(False, False, "invalid", "; ".join(problems))
+        return Verdict(True, True, data["route"])
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if code not in REFUSALS.get(status, set()):
+        return Verdict(False, False, "invalid", f"{status} {code}")
+    retry_after = {k.lower(): v for k, v in headers.items()}.get("retry-after")
+    if status in NEEDS_RETRY_AFTER and not retry_after:
+        return Verdict(False, False, "invalid", f"{status} {code} without Retry-After")
+    return Verdict(False, True, "refused", f"{status} {code}")
+
+
+def judge_vllm(status: int, body: str) -> Verdict:
+    """vLLM's POST /classify: {"data": [{"label": ..., "probs": [...]}]}."""
+    if status != 200:
+        return Verdict(False, status in (429, 503), "refused" if status in (429, 503) else "invalid", str(status))
+    try:
+        label = json.loads(body)["data"][0]["label"]
+    except (TypeError, ValueError, KeyError, IndexError):
+        return Verdict(False, False, "invalid", "200 without data[0].label")
+    if not isinstance(label, str) or not label:
+        return Verdict(False, False, "invalid", f"label {label!r}")
+    return Verdict(True, True, "model")

@@ -1,0 +1,189 @@
+"""Locust suite for the ticket service (and, with `--api vllm`, for vLLM's own server).
+
+    locust -f loadtest/locustfile.py --headless --host http://127.0.0.1:8000 \
+        --user-scale 0.05 --stage-seconds 30 --csv out/run --html out/run.html
+
+`python -m loadtest.run` wraps this (starts the service, runs the peers, draws the plots).
+Users: TicketUser sends the realistic mix (loadtest/mix.py) with its own user_id, no think
+time by default (closed loop); SpamUser (one, abuse traffic) sends spam and duplicate
+floods. Every response is validated against the contract. GradientShape runs the seeds'
+100 / 500 / 1000 / 2000 concurrent users times --user-scale, --stage-seconds each, and
+stops early after --max-requests. The quitting hook writes every ticket's record
+(`<csv prefix>_tickets.csv`) and sets a failing exit code when P99 or the error rate break
+--max-p99-ms / --max-error-rate or any response broke the contract.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import random
+import time
+import urllib.request
+
+from locust import FastHttpUser, LoadTestShape, between, events, task
+
+from loadtest.checks import Verdict, judge_ticketserve, judge_vllm
+from loadtest.mix import TicketMix, spam_texts
+from loadtest.options import add_shared
+from loadtest.report import Record, stage_users, stages, verdict, write_records
+
+logger = logging.getLogger("loadtest")
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser):
+    parser.add_argument("--api", choices=["ticketserve", "vllm"], default="ticketserve",
+                        help="ticketserve: POST /v1/classify; vllm: vLLM's POST /classify")
+    parser.add_argument("--vllm-model", default="", help="--api vllm: the served model name (its --model)")
+    add_shared(parser)
+    parser.add_argument("--think-time-s", type=float, default=0.0, help="pause between a user's tickets (0: closed loop)")
+    parser.add_argument("--shared-data", choices=["yes", "no"], default="yes",
+                        help="add ../shared/data tickets to the mix when present")
+    parser.add_argument("--seed", type=int, default=0, help="ticket draws")  # fmt: skip
+
+
+class RunState:
+    """One run's shared pieces: the mix, the labels, the start time, every ticket's record."""
+
+    def __init__(self, shared_data: bool, seed: int):
+        self.mix = TicketMix.load(shared=shared_data)
+        self.labels: set[str] = set()
+        self.started = time.monotonic()
+        self.records: list[Record] = []
+        self.user_ids = itertools.count()
+        self.seed = seed
+
+    def record(self, kind: str, status: int, latency_ms: float, v: Verdict) -> None:
+        self.records.append(
+            Record(round(time.monotonic() - self.started, 3), kind, status, v.route, round(latency_ms, 2), v.answered, v.valid)
+        )
+
+
+@events.init.add_listener
+def _init(environment, **_):
+    opts = environment.parsed_options
+    if opts is not None:  # None when a test builds an Environment by hand
+        environment.run_state = RunState(opts.shared_data == "yes", opts.seed)
+
+
+@events.test_start.add_listener
+def _fetch_labels(environment, **_):
+    state = environment.run_state
+    state.started = time.monotonic()
+    if environment.parsed_options.api == "ticketserve":
+        with urllib.request.urlopen(f"{environment.host}/v1/labels", timeout=30) as r:
+            state.labels = {item["name"] for item in json.load(r)["labels"]}
+
+
+@events.quitting.add_listener
+def _judge(environment, **_):
+    opts, state = environment.parsed_options, environment.run_state
+    if opts.csv_prefix:
+        write_records(state.records, f"{opts.csv_prefix}_tickets.csv")
+    users = stage_users([int(u) for u in opts.stage_users.split(",")], opts.user_scale)
+    rows = stages(state.records, users, opts.stage_seconds)
+    invalid = sum(not r.valid for r in state.records)
+    result = verdict(rows, invalid, round(opts.judged_users * opts.user_scale), opts.max_p99_ms, opts.max_error_rate)
+    for s in rows:
+        logger.info("stage %s, %s users: %s tickets/s, P99 %s ms, error rate %s", s["stage"], s["users"],
+                    s["answered_per_s"], s["p99_ms"], s["error_rate"])  # fmt: skip
+    if failed := [c for c in result["checks"] if not c["passed"]]:
+        logger.error("load test failed: %s", "; ".join(f"{c['check']} {c['value']} > {c['limit']}" for c in failed))
+        environment.process_exit_code = 1
+
+
+def _latency_ms(response, start: float) -> float:
+    meta = getattr(response, "request_meta", None) or {}
+    return meta.get("response_time") or (time.perf_counter() - start) * 1000
+
+
+class TicketUser(FastHttpUser):
+    """A customer (one user_id) sending tickets from the mix."""
+
+    weight = 20
+
+    def wait_time(self):
+        return self.environment.parsed_options.think_time_s
+
+    def on_start(self):
+        state = self.environment.run_state
+        n = next(state.user_ids)
+        self.user_id = f"load-user-{n}"
+        self.rng = random.Random(state.seed * 100_003 + n)
+        self.tickets = itertools.count()
+
+    @task
+    def ticket(self):
+        state, opts = self.environment.run_state, self.environment.parsed_options
+        t = state.mix.draw(self.rng)
+        if opts.api == "vllm":
+            path, body = "/classify", {"model": opts.vllm_model, "input": t.text}
+        else:
+            ticket_id = f"{self.user_id}-{next(self.tickets)}"
+            path, body = "/v1/classify", {"text": t.text, "user_id": self.user_id, "ticket_id": ticket_id}
+        start = time.perf_counter()
+        with self.client.post(path, json=body, name=t.kind, catch_response=True) as r:
+            if opts.api == "vllm":
+                v = judge_vllm(r.status_code, r.text)
+            else:
+                v = judge_ticketserve(r.status_code, dict(r.headers or {}), r.text, state.labels)
+            if v.answered:
+                r.success()
+            else:
+                r.failure(v.reason)
+            state.record(t.kind, r.status_code, _latency_ms(r, start), v)
+
+
+class SpamUser(FastHttpUser):
+    """Abuse traffic: generated spam, and one ticket re-sent by one user until refused."""
+
+    fixed_count = 1
+    wait_time = between(0.5, 1.5)
+
+    def on_start(self):
+        self.rng = random.Random(self.environment.run_state.seed + 7)
+        self.user_id = "load-spammer"
+
+    def _send(self, kind: str, text: str, refuse: bool) -> None:
+        """`refuse`: this one must be refused as spam (a 200 is spam let through)."""
+        state = self.environment.run_state
+        start = time.perf_counter()
+        with self.client.post("/v1/classify", json={"text": text, "user_id": self.user_id}, name=kind,
+                              catch_response=True) as r:  # fmt: skip
+            v = judge_ticketserve(r.status_code, dict(r.headers or {}), r.text, state.labels)
+            if not v.valid:
+                r.failure(v.reason)
+            elif refuse and v.answered:
+                r.failure("spam let through")
+            else:
+                r.success()
+            state.record(kind, r.status_code, _latency_ms(r, start), v)
+
+    @task(3)
+    def spam(self):
+        texts = list(spam_texts(self.rng, 1).values())
+        self._send("spam", self.rng.choice(texts)[0], refuse=True)
+
+    @task(1)
+    def duplicate(self):
+        # Copies past duplicates.max_repeats (5) within a minute are refused as spam.
+        text = self.environment.run_state.mix.draw(self.rng).text
+        for i in range(6):
+            self._send("duplicate", text, refuse=i == 5)
+
+
+class GradientShape(LoadTestShape):
+    """The seeds' gradient, scaled; vLLM's server has no abuse handling, so no SpamUser there."""
+
+    def tick(self):
+        opts = self.runner.environment.parsed_options
+        users = stage_users([int(u) for u in opts.stage_users.split(",")], opts.user_scale)
+        stage = int(self.get_run_time() // opts.stage_seconds)
+        done = sum(r.kind in ("templated", "regular", "complex") for r in self.runner.environment.run_state.records)
+        if stage >= len(users) or done >= opts.max_requests:
+            return None
+        if opts.api == "vllm":
+            return users[stage], users[stage], [TicketUser]
+        return users[stage] + 1, users[stage] + 1, [TicketUser, SpamUser]

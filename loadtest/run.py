@@ -1,0 +1,294 @@
+"""One command for the load suite: starts each target on this machine, runs the Locust
+suite headless against it with the same shape, and writes the report.
+
+    python -m loadtest.run                       # all targets (about 10 minutes)
+    python -m loadtest.run --targets graph       # the full graph only
+
+Targets, one after the other on the same cores, same model directory, same offered load:
+  graph     (c) serve_config.yaml as shipped (edge tier, caches, control policies)
+  edge_off  (b) the same graph with templates, result cache and pre-classifier off:
+            every ticket goes to the model (the seeds' "before")
+  vllm      (a) vLLM's OpenAI-compatible server, POST /classify (what a user runs instead)
+  offline   the engine's offline batch rate (bench.offline_rate), no server at all
+
+Ray is started (dashboard, Prometheus export on --metrics-port) unless one runs already;
+the graph targets are deployed with `serve deploy` and shut down afterwards, so a graph
+you were serving is replaced. Everything targets 127.0.0.1 and is bounded in users, time
+and tickets. Output in --out: per target Locust's CSVs and HTML report and every ticket's
+record (<target>_tickets.csv); latency.png, latency_vs_users.png, throughput_by_route.png;
+summary.json (stages, criteria, peers, cost) and summary.md. Exit code 1 when the full
+graph fails the criteria.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import yaml
+
+from deployments.config import EDGE_OFF
+from loadtest.options import add_shared, forward
+from loadtest.report import (
+    abuse,
+    cost_per_million,
+    plot,
+    read_records,
+    stage_users,
+    stages,
+    sustained,
+    verdict,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVE_URL = "http://127.0.0.1:8000"
+VLLM_PORT = 18600
+GRAPH_TARGETS = {"graph": {}, "edge_off": {"edge": EDGE_OFF}}
+LABELS = {"graph": "(c) full graph", "edge_off": "(b) graph, edge off", "vllm": "(a) vLLM server"}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--targets", default="vllm,offline,edge_off,graph", help="comma-separated, run in this order")
+    p.add_argument("--config", type=Path, default=ROOT / "serve_config.yaml", help="the graph's Serve config")
+    add_shared(p)
+    p.add_argument("--price-per-replica-hour", type=float, default=0.085,
+                   help="dollars per hour of the machine one replica needs (default: a 2-vCPU cloud VM; "
+                        "use the GPU instance's price for serve_config.gpu.yaml)")
+    p.add_argument("--offline-tickets", type=int, default=2000, help="texts in the offline batch measurement")
+    p.add_argument("--metrics-port", type=int, default=8080, help="Prometheus export of a Ray this command starts")
+    p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
+    args = p.parse_args()  # fmt: skip
+
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = set(targets) - {*GRAPH_TARGETS, "vllm", "offline"}
+    if unknown:
+        p.error(f"unknown targets {sorted(unknown)}; allowed: graph, edge_off, vllm, offline")
+    out = args.out or ROOT / "bench" / "results" / "loadtest" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out.mkdir(parents=True, exist_ok=True)
+    env = _env()
+    model_dir = _model_dir(args.config)
+    started_ray, exit_codes, offline = None, {}, None
+    try:
+        for target in targets:
+            print(f"== {target}", flush=True)
+            if target in GRAPH_TARGETS:
+                if started_ray is None:  # not before: the peers run without Ray beside them
+                    started_ray = _ensure_ray(env, args.metrics_port)
+                config = _graph_config(args.config, GRAPH_TARGETS[target], out / f"serve_config.{target}.yaml")
+                _run(["serve", "deploy", str(config)], env)
+                try:
+                    _wait_healthy(f"{SERVE_URL}/healthz", 600)
+                    exit_codes[target] = _locust(args, target, SERVE_URL, "ticketserve", "", out, env)
+                finally:
+                    _run(["serve", "shutdown", "-y"], env)
+            elif target == "vllm":
+                exit_codes[target] = _with_vllm_server(args, model_dir, out, env)
+            else:
+                offline_json = out / "offline_rate.json"
+                _run([sys.executable, "-m", "bench.offline_rate", "--tickets", str(args.offline_tickets),
+                      "--model-dir", model_dir, "--out", str(offline_json)], env)  # fmt: skip
+                offline = json.loads(offline_json.read_text())
+    finally:
+        if started_ray:
+            _run(["ray", "stop"], env)
+    summary = report(args, targets, out, offline, exit_codes)
+    return 0 if summary.get("verdict", {}).get("passed", True) else 1
+
+
+def report(args, targets: list[str], out: Path, offline: dict | None, exit_codes: dict) -> dict:
+    users = stage_users([int(u) for u in args.stage_users.split(",")], args.user_scale)
+    judged = round(args.judged_users * args.user_scale)
+    runs = {t: read_records(out / f"{t}_tickets.csv") for t in targets if (out / f"{t}_tickets.csv").exists()}
+    summary: dict = {"machine": _machine(), "settings": {k: str(v) for k, v in vars(args).items()}, "targets": {}}
+    for target, records in runs.items():
+        rows = stages(records, users, args.stage_seconds)
+        best = sustained(rows, args.max_p99_ms)
+        summary["targets"][target] = {
+            "label": LABELS[target],
+            "stages": rows,
+            "sustained_at_slo": best,
+            "peak_answered_per_s": max((s["answered_per_s"] for s in rows), default=0.0),
+            "abuse": abuse(records),
+            "verdict": verdict(rows, sum(not r.valid for r in records), judged, args.max_p99_ms, args.max_error_rate),
+            "locust_exit_code": exit_codes.get(target),
+            "cost_per_million_usd": cost_per_million(best["answered_per_s"], args.price_per_replica_hour),
+        }
+    t = summary["targets"]
+    if "graph" in t:
+        summary["verdict"] = t["graph"]["verdict"]
+    summary["comparison"] = _comparison(t, offline)
+    if offline:
+        summary["offline"] = offline
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    text = _markdown(summary, users, judged)
+    (out / "summary.md").write_text(text)
+    print(text)
+    if runs:
+        for path in plot(runs, users, args.stage_seconds, out):
+            print(f"wrote {path}")
+    print(f"wrote {out / 'summary.json'}")
+    return summary
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def _comparison(t: dict, offline: dict | None) -> dict:
+    """The issue's goals: (c) >= 3x (b) and <= 0.4x its model-path P99; (c) >= 1.5x (a) at
+    a P99 no worse; the served model path (b) >= 0.8 of the offline batch rate."""
+
+    def rate(name):
+        return t.get(name, {}).get("sustained_at_slo", {}).get("answered_per_s")
+
+    def get(name, key):
+        return t.get(name, {}).get("sustained_at_slo", {}).get(key)
+
+    goals = {
+        "c_over_b_throughput": {"value": _ratio(rate("graph"), rate("edge_off")), "goal": ">= 3"},
+        "c_over_b_model_path_p99": {"value": _ratio(get("graph", "model_path_p99_ms"), get("edge_off", "model_path_p99_ms")),
+                                    "goal": "<= 0.4"},
+        "c_over_a_throughput": {"value": _ratio(rate("graph"), rate("vllm")), "goal": ">= 1.5"},
+        "c_p99_over_a_p99": {"value": _ratio(get("graph", "p99_ms"), get("vllm", "p99_ms")), "goal": "<= 1"},
+    }  # fmt: skip
+    if offline and "edge_off" in t:
+        peak = t["edge_off"]["peak_answered_per_s"]
+        goals["served_model_path_over_offline"] = {"value": _ratio(peak, offline["tickets_per_s"]), "goal": ">= 0.8"}
+    for g in goals.values():
+        v, (op, bound) = g["value"], g["goal"].split()
+        g["met"] = None if v is None else (v >= float(bound) if op == ">=" else v <= float(bound))
+    return goals
+
+
+def _markdown(summary: dict, users: list[int], judged: int) -> str:
+    lines = [f"# Load test, {summary['machine']['when']}", "", f"Stages (users): {users}; criteria judged up to {judged} users.", ""]
+    for s in summary["targets"].values():
+        v = s["verdict"]
+        lines += [f"## {s['label']}: {'PASS' if v['passed'] else 'FAIL'}", "",
+                  "| users | tickets/s | P50 ms | P99 ms | P99.9 ms | model-path P99 ms | error rate | interception |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in s["stages"]:
+            lines.append(f"| {r['users']} | {r['answered_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | "
+                         f"{r['model_path_p99_ms']} | {r['error_rate']} | {r['interception']} |")  # fmt: skip
+        best = s["sustained_at_slo"]
+        sustained_line = (
+            f"Sustained at P99 <= SLO: {best['answered_per_s']} tickets/s ({best['users']} users, "
+            f"P99 {best['p99_ms']} ms); cost per million tickets: ${s['cost_per_million_usd']}"
+        )
+        lines += ["", sustained_line, ""]
+        failed = [c for c in v["checks"] if not c["passed"]]
+        if failed:
+            lines += ["Failed: " + "; ".join(f"{c['check']} {c['value']} (limit {c['limit']}, {c.get('users', 'all')} users)" for c in failed), ""]
+    lines += ["## Peers", "", "| ratio | value | goal | met |", "|---|---|---|---|"]
+    for name, g in summary["comparison"].items():
+        lines.append(f"| {name} | {g['value']} | {g['goal']} | {g['met']} |")
+    if "offline" in summary:
+        lines += ["", f"Offline batch rate: {summary['offline']['tickets_per_s']} tickets/s."]
+    return "\n".join(lines) + "\n"
+
+
+def _machine() -> dict:
+    import platform
+
+    return {"when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip
+
+
+def _env() -> dict:
+    from deployments.runtime import RAY_ENV
+
+    env = {**RAY_ENV, **os.environ}
+    # Replicas import the project's modules: on PYTHONPATH when Ray starts.
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(ROOT)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # Ray 2.60's `ray start` turns token auth on when a token file exists (any local
+    # ray.init leaves one), but `serve deploy` only sends it when told to.
+    if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").exists():
+        env["RAY_AUTH_MODE"] = "token"
+    return env
+
+
+def _run(cmd: list[str], env: dict, check: bool = True) -> int:
+    print("$ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, env=env, cwd=ROOT, check=check).returncode
+
+
+def _ensure_ray(env: dict, metrics_port: int) -> bool:
+    """True when this command started Ray (and stops it at the end)."""
+    if subprocess.run(["ray", "status"], env=env, capture_output=True, check=False).returncode == 0:
+        return False
+    _run(["ray", "start", "--head", "--dashboard-host", "127.0.0.1", "--include-dashboard", "true",
+          "--metrics-export-port", str(metrics_port), "--disable-usage-stats"], env)  # fmt: skip
+    return True
+
+
+def _model_dir(config: Path) -> str:
+    args = yaml.safe_load(config.read_text())["applications"][0]["args"]
+    model_dir = Path(args.get("model", {}).get("engine", {}).get("model_dir", "artifacts/models/default"))
+    return str(model_dir if model_dir.is_absolute() else ROOT / model_dir)
+
+
+def _graph_config(base: Path, edge_override: dict, path: Path) -> Path:
+    from bench.common import merged
+
+    config = yaml.safe_load(base.read_text())
+    app = config["applications"][0]
+    app["args"] = merged(app.get("args", {}), edge_override)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _wait_healthy(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    raise RuntimeError(f"{url} not healthy after {timeout_s:.0f} s")
+
+
+def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--runner", "pooling",
+           "--served-model-name", "ticket-classifier", "--host", "127.0.0.1", "--port", str(VLLM_PORT),
+           "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.1",
+           # Its per-request access log costs CPU our graph does not spend (Serve buffers its own).
+           "--disable-uvicorn-access-log"]  # fmt: skip
+    print("$ " + " ".join(cmd), flush=True)
+    with open(out / "vllm_server.log", "w") as log:
+        server = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_healthy(f"http://127.0.0.1:{VLLM_PORT}/health", 600)
+            return _locust(args, "vllm", f"http://127.0.0.1:{VLLM_PORT}", "vllm", "ticket-classifier", out, env)
+        finally:
+            os.killpg(server.pid, signal.SIGINT)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+
+
+def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: dict) -> int:
+    """Locust in its own process: its gevent patching must not meet Ray's or vLLM's imports."""
+    total_s = len(args.stage_users.split(",")) * args.stage_seconds
+    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
+           "--host", host, "--api", api, "--vllm-model", model, *forward(args),
+           "--run-time", f"{int(total_s + 30)}s", "--stop-timeout", "10",
+           "--csv", str(out / target), "--csv-full-history", "--html", str(out / f"{target}.html"),
+           "--only-summary", "--loglevel", "INFO"]  # fmt: skip
+    return _run(cmd, env, check=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Every metric the Grafana dashboard queries is exported by a running graph through Ray's
+Prometheus endpoint. The graph here is driven through every event a panel shows: edge
+routes, spam, rate limits, tokenizer fallbacks and an unreachable tokenizer, engine
+failures (retries, give-ups, reclaim, breaker transitions) and vLLM's prefix cache."""
+
+import concurrent.futures as cf
+import json
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from ray import serve
+
+from deployments.config import AppConfig
+from serve_app import bind_graph
+from tests.integration.conftest import HTTP_PORT, METRICS_PORT, generate_args, wait_healthy
+
+APP = "observed"
+DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "ticketserve.json"
+
+
+def dashboard_metrics() -> set[str]:
+    board = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+    return {name for expr in exprs for name in re.findall(r"\bray_[A-Za-z0-9_]+", expr)}
+
+
+def exported() -> set[str]:
+    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    return {line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+@pytest.fixture(scope="module")
+def observed(ray_serve, tiny_decoder_dir):
+    # Generate mode: the tiny decoder's shared instruction prefix feeds vLLM's prefix cache.
+    args = generate_args(
+        tiny_decoder_dir,
+        antispam={
+            "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 1, "burst_window_s": 1},
+                                     "standard": {"requests_per_s": 10_000}}},
+            "duplicates": {"max_repeats": 10_000},
+        },
+        tokenizer={"timeout_ms": 0.001},
+        model={
+            "engine": {"mode": "generate", "model_dir": tiny_decoder_dir, "gpu_memory_utilization": 0.15},
+            "reclaim": {"failed_in_row": 1000, "min_interval_s": 0},
+        },
+        breaker={"window_calls": 10, "min_calls": 5, "open_wait_s": 3, "half_open_probes": 1,
+                 "cpu_reject_percent": None, "memory_fallback_percent": 99},
+        retry={"budget_min_retries": 1000},
+    )
+    # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
+    options = {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
+    ray_serve.run(bind_graph(AppConfig.from_args(args), options), name=APP, route_prefix=f"/{APP}")
+    client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{APP}", timeout=60)
+    wait_healthy(client)
+    yield client
+    client.close()
+    ray_serve.delete(APP)
+
+
+def test_dashboard_queries_only_project_and_vllm_metrics():
+    names = dashboard_metrics()
+    assert "ray_ticket_request_latency_ms_bucket" in names and "ray_vllm_prefix_cache_hits_total" in names
+    assert len(names) >= 20
+
+
+def test_every_dashboard_metric_is_exported(observed):
+    def send(text: str) -> httpx.Response:
+        return observed.post("/v1/classify", json={"text": text, "user_id": "u-observed"})
+
+    assert send("I forgot my password, how do I reset it?").json()["route"] == "template"
+    for _ in range(2):
+        assert send("the zipper of my new jacket broke").status_code == 200  # model, then cache
+    assert send("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa").status_code == 422
+    anonymous = [observed.post("/v1/classify", json={"text": f"where is my order number {i}"}) for i in range(5)]
+    assert 429 in {r.status_code for r in anonymous}
+    with cf.ThreadPoolExecutor(16) as pool:
+        burst = list(pool.map(lambda i: send(f"my coat arrived torn, case {i}"), range(48)))
+    assert all(r.status_code in (200, 503) for r in burst)
+
+    model = serve.get_deployment_handle("ModelReplica", APP)
+    try:
+        model.set_faults.remote({"failure": "out_of_memory"}).result()
+        assert send("the parcel came open and a shoe is missing").status_code in (200, 503)
+        model.set_faults.remote({"failure": "unavailable"}).result()
+        breaker = serve.get_deployment_handle("Breaker", APP)
+        for i in range(20):
+            send(f"my refund for the broken lamp never came, try {i}")
+            if breaker.state.remote().result()["state"] == "open":
+                break
+    finally:
+        model.set_faults.remote({}).result()
+
+    wanted = dashboard_metrics()
+    deadline = time.monotonic() + 60  # Ray pushes metrics to its exporter every few seconds
+    while (missing := wanted - exported()) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not missing, f"dashboard queries metrics nobody exports: {sorted(missing)}"

@@ -1,0 +1,148 @@
+"""The load suite's own logic: response validation, the ticket mix, stage statistics,
+criteria, cost, and the shape's schedule."""
+
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from loadtest.checks import judge_ticketserve, judge_vllm
+from loadtest.mix import MIX, TicketMix
+from loadtest.report import (
+    Record,
+    abuse,
+    cost_per_million,
+    percentile,
+    read_records,
+    stage_users,
+    stages,
+    summarize,
+    sustained,
+    verdict,
+    write_records,
+)
+
+LABELS = {"password_reset", "order_status"}
+ANSWER = {"label": "password_reset", "confidence": 0.9, "route": "template", "model_version": "v1", "request_id": "r"}
+
+
+def error(code: str) -> str:
+    return json.dumps({"error": {"code": code, "message": "m"}})
+
+
+def test_a_contract_answer_is_answered_and_valid():
+    v = judge_ticketserve(200, {}, json.dumps(ANSWER), LABELS)
+    assert (v.answered, v.valid, v.route) == (True, True, "template")
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [({"label": "nope"}, "unknown label"), ({"confidence": 1.5}, "confidence"), ({"route": "x"}, "route"),
+     ({"model_version": ""}, "model_version")],
+)  # fmt: skip
+def test_a_broken_answer_is_invalid(change, problem):
+    v = judge_ticketserve(200, {}, json.dumps({**ANSWER, **change}), LABELS)
+    assert not v.valid and problem in v.reason
+
+
+def test_refusals_need_their_code_and_retry_after():
+    assert judge_ticketserve(503, {"Retry-After": "1"}, error("overloaded"), LABELS).valid
+    assert not judge_ticketserve(503, {}, error("overloaded"), LABELS).valid
+    assert not judge_ticketserve(503, {"retry-after": "1"}, error("rate_limited"), LABELS).valid
+    assert judge_ticketserve(422, {}, error("spam_detected"), LABELS).valid
+    assert not judge_ticketserve(500, {}, error("internal_error"), LABELS).valid
+    assert not judge_ticketserve(503, {"Retry-After": "1"}, "Service Unavailable", LABELS).valid
+
+
+def test_vllm_answers():
+    body = json.dumps({"data": [{"index": 0, "label": "order_status", "probs": [0.1, 0.9]}]})
+    assert judge_vllm(200, body).answered
+    assert not judge_vllm(200, json.dumps({"data": []})).valid
+    assert judge_vllm(503, "busy").valid and not judge_vllm(500, "boom").valid
+
+
+def test_mix_follows_the_tier_shares_and_makes_texts_unique():
+    rows = [(f"simple {i}", "s", "en") for i in range(50)] + [(f"regular {i}", "r", "en") for i in range(50)]
+    rows += [(f"complex {i}", "c", "en") for i in range(50)]
+    mix = TicketMix(rows, {"s": "simple", "r": "regular", "c": "complex"}, unique_share=1.0)
+    rng = random.Random(1)
+    drawn = [mix.draw(rng) for _ in range(5000)]
+    kinds = Counter(t.kind for t in drawn)
+    assert abs(kinds["templated"] / 5000 - MIX["simple"]) < 0.03
+    assert abs(kinds["complex"] / 5000 - MIX["complex"]) < 0.03
+    assert all("#" in t.text for t in drawn if t.kind != "templated")
+    assert not any("#" in t.text for t in drawn if t.kind == "templated")
+
+
+def test_bundled_mix_is_multilingual():
+    mix = TicketMix.load(shared=False)
+    rng = random.Random(0)
+    assert {mix.draw(rng).lang for _ in range(2000)} >= {"en", "zh", "ja"}
+
+
+def test_percentile_is_nearest_rank():
+    values = list(range(1, 101))
+    assert percentile(values, 50) == 50 and percentile(values, 99) == 99 and percentile(values, 100) == 100
+    assert percentile([], 99) is None
+
+
+def _records() -> list[Record]:
+    """Stage 1 (0-10 s): fast, all answered; stage 2 (10-20 s): slow, 10 % shed."""
+    out = []
+    for i in range(100):
+        route = "template" if i % 2 else "model"
+        out.append(Record(i / 10, "regular", 200, route, 50.0 + i % 10, True, True))
+    for i in range(100):
+        shed = i % 10 == 0
+        out.append(Record(10 + i / 10, "regular", 503 if shed else 200, "refused" if shed else "model", 3000.0, not shed, True))
+    out.append(Record(5, "spam", 422, "refused", 5.0, False, True))
+    return out
+
+
+def test_stages_use_the_settled_part_and_split_routes():
+    rows = stages(_records(), [1, 5], 10)
+    assert [r["users"] for r in rows] == [1, 5]
+    first, second = rows
+    assert first["tickets"] == 75 and first["error_rate"] == 0 and first["p99_ms"] <= 59
+    assert 0.4 < first["interception"] < 0.6 and first["model_path_p99_ms"] <= 59
+    assert second["error_rate"] == pytest.approx(0.1, abs=0.02) and second["p99_ms"] == 3000.0
+
+
+def test_sustained_throughput_takes_the_best_stage_within_the_slo():
+    rows = stages(_records(), [1, 5], 10)
+    assert sustained(rows, 2000)["users"] == 1
+    assert sustained(rows, 5000)["answered_per_s"] == max(r["answered_per_s"] for r in rows)
+    assert sustained(rows, 10)["answered_per_s"] == 0.0
+
+
+def test_verdict_judges_stages_up_to_the_seeds_concurrency():
+    rows = stages(_records(), [1, 5], 10)
+    assert verdict(rows, 0, judged_users=1, max_p99_ms=2000, max_error_rate=0.005)["passed"]
+    failed = verdict(rows, 0, judged_users=5, max_p99_ms=2000, max_error_rate=0.005)
+    assert not failed["passed"]
+    assert {c["check"] for c in failed["checks"] if not c["passed"]} == {"p99_ms", "error_rate"}
+    assert not verdict(rows, 1, judged_users=1, max_p99_ms=2000, max_error_rate=0.005)["passed"]
+
+
+def test_abuse_and_summary_keep_spam_apart():
+    records = _records()
+    assert summarize(records, 20)["tickets"] == 200
+    assert abuse(records) == {"spam_sent": 1, "spam_let_through": 0, "duplicates_sent": 0,
+                              "duplicates_refused": 0, "invalid": 0}  # fmt: skip
+
+
+def test_records_round_trip(tmp_path):
+    records = _records()
+    write_records(records, tmp_path / "t.csv")
+    assert read_records(tmp_path / "t.csv") == records
+
+
+def test_cost_per_million():
+    assert cost_per_million(100, 0.36) == 1.0  # 360,000 tickets per hour for $0.36
+    assert cost_per_million(0, 0.36) is None
+
+
+def test_stage_users_scale_the_seeds_gradient():
+    assert stage_users([100, 500, 1000, 2000], 0.05) == [5, 25, 50, 100]
+    assert stage_users([100], 0.001) == [1]
