@@ -133,6 +133,11 @@ class ModelReplicaConfig(_Strict):
 
 
 class AppConfig(_Strict):
+    topology: Literal["chain", "fused"] = Field(
+        "chain",
+        description="chain: anti-spam filter, edge router and tokenizer are deployments of their own (scaled apart); "
+        "fused: they run inside each ingress replica, two Serve hops fewer per ticket",
+    )
     ingress: IngressConfig = Field(default_factory=IngressConfig, description="HTTP front door")
     antispam: AntiSpamConfig = Field(default_factory=AntiSpamConfig, description="anti-spam filter")
     edge: EdgeConfig = Field(default_factory=EdgeConfig, description="edge router")

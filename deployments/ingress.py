@@ -31,6 +31,7 @@ from deployments.api import (
     normalize_text,
 )
 from deployments.config import IngressConfig
+from deployments.local import InProcessEdge
 from policies.admission import AdaptiveConcurrency
 from policies.window import LatencyWindow
 
@@ -52,9 +53,20 @@ _HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed",
 
 
 class Ingress:
-    def __init__(self, config: IngressConfig, first: DeploymentHandle, nodes: dict[str, DeploymentHandle]):
+    async def __init__(
+        self,
+        config: IngressConfig,
+        first: DeploymentHandle | None,
+        nodes: dict[str, DeploymentHandle],
+        in_process: InProcessEdge | None = None,
+        breaker: DeploymentHandle | None = None,
+    ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
-        (and "model" for /v1/labels)."""
+        (and "model" for /v1/labels). With `in_process` (topology fused) the edge stages are
+        built here instead, on `nodes`' rate limiter and model and on `breaker`."""
+        if in_process is not None:
+            local = await in_process.build(nodes["rate_limiter"], nodes["model"], breaker)
+            first, nodes = local["antispam"], {**local, **nodes}
         self._config = config
         self._first = first
         self._nodes = nodes

@@ -58,7 +58,8 @@ def judge_ticketserve(status: int, headers: dict[str, str], body: str, labels: s
     retry_after = {k.lower(): v for k, v in headers.items()}.get("retry-after")
     if status in NEEDS_RETRY_AFTER and not retry_after:
         return Verdict(False, False, "invalid", f"{status} {code} without Retry-After")
-    return Verdict(False, True, "refused", f"{status} {code}")
+    # The message names the rule (spam) or the cause (503); it never holds ticket text.
+    return Verdict(False, True, "refused", f"{status} {code}: {str(error.get('message', ''))[:100]}")
 
 
 def judge_vllm(status: int, body: str) -> Verdict:

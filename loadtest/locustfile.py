@@ -57,7 +57,8 @@ class RunState:
 
     def record(self, kind: str, status: int, latency_ms: float, v: Verdict) -> None:
         self.records.append(
-            Record(round(time.monotonic() - self.started, 3), kind, status, v.route, round(latency_ms, 2), v.answered, v.valid)
+            Record(round(time.monotonic() - self.started, 3), kind, status, v.route, round(latency_ms, 2), v.answered,
+                   v.valid, v.reason)
         )
 
 
@@ -89,6 +90,9 @@ def _judge(environment, **_):
     for s in rows:
         logger.info("stage %s, %s users: %s tickets/s, P99 %s ms, error rate %s", s["stage"], s["users"],
                     s["answered_per_s"], s["p99_ms"], s["error_rate"])  # fmt: skip
+    # The criteria decide the exit code, not Locust's default (1 on any failed request:
+    # a shed 503 is a failure of that request but within the contract).
+    environment.process_exit_code = 0
     if failed := [c for c in result["checks"] if not c["passed"]]:
         logger.error("load test failed: %s", "; ".join(f"{c['check']} {c['value']} > {c['limit']}" for c in failed))
         environment.process_exit_code = 1
@@ -99,16 +103,26 @@ def _latency_ms(response, start: float) -> float:
     return meta.get("response_time") or (time.perf_counter() - start) * 1000
 
 
+def _retry_after_s(headers) -> float:
+    try:
+        return max(0.0, float((headers or {}).get("Retry-After") or 0))
+    except ValueError:  # an HTTP date: not something this service sends
+        return 0.0
+
+
 class TicketUser(FastHttpUser):
     """A customer (one user_id) sending tickets from the mix."""
 
     weight = 20
 
     def wait_time(self):
-        return self.environment.parsed_options.think_time_s
+        # A client that keeps the contract waits Retry-After before it sends again.
+        backoff, self.backoff_s = self.backoff_s, 0.0
+        return self.environment.parsed_options.think_time_s + backoff
 
     def on_start(self):
         state = self.environment.run_state
+        self.backoff_s = 0.0
         n = next(state.user_ids)
         self.user_id = f"load-user-{n}"
         self.rng = random.Random(state.seed * 100_003 + n)
@@ -133,6 +147,7 @@ class TicketUser(FastHttpUser):
                 r.success()
             else:
                 r.failure(v.reason)
+                self.backoff_s = _retry_after_s(r.headers)
             state.record(t.kind, r.status_code, _latency_ms(r, start), v)
 
 

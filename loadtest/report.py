@@ -25,6 +25,7 @@ class Record:
     latency_ms: float
     answered: bool
     valid: bool
+    detail: str = ""  # status and error code of a refusal, or what broke the contract
 
 
 def write_records(records: list[Record], path: Path) -> None:
@@ -38,7 +39,7 @@ def read_records(path: Path) -> list[Record]:
     with open(path, newline="", encoding="utf-8") as f:
         return [
             Record(float(r["t_s"]), r["kind"], int(r["status"]), r["route"], float(r["latency_ms"]),
-                   r["answered"] == "True", r["valid"] == "True")
+                   r["answered"] == "True", r["valid"] == "True", r.get("detail", ""))
             for r in csv.DictReader(f)
         ]  # fmt: skip
 
@@ -74,6 +75,7 @@ def summarize(records: list[Record], seconds: float) -> dict:
         "invalid": sum(not r.valid for r in records),
         "interception": round(edge / len(answered), 4) if answered else 0.0,
         "routes": dict(routes.most_common()),
+        "refusals": dict(Counter(r.detail for r in tickets if not r.answered).most_common()),
     }
 
 

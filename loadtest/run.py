@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,7 +65,8 @@ def main() -> int:
                    help="dollars per hour of the machine one replica needs (default: a 2-vCPU cloud VM; "
                         "use the GPU instance's price for serve_config.gpu.yaml)")
     p.add_argument("--offline-tickets", type=int, default=2000, help="texts in the offline batch measurement")
-    p.add_argument("--metrics-port", type=int, default=8080, help="Prometheus export of a Ray this command starts")
+    p.add_argument("--metrics-port", type=int, default=8080,
+                   help="Ray's Prometheus export (set on a Ray this command starts; sampled during graph runs)")
     p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
     args = p.parse_args()  # fmt: skip
 
@@ -87,15 +89,21 @@ def main() -> int:
                 _run(["serve", "deploy", str(config)], env)
                 try:
                     _wait_healthy(f"{SERVE_URL}/healthz", 600)
+                    sampler = MetricsSampler(args.metrics_port)
+                    sampler.start()
                     exit_codes[target] = _locust(args, target, SERVE_URL, "ticketserve", "", out, env)
+                    (out / f"{target}_metrics.json").write_text(json.dumps(sampler.stop(), indent=2))
                 finally:
                     _run(["serve", "shutdown", "-y"], env)
             elif target == "vllm":
                 exit_codes[target] = _with_vllm_server(args, model_dir, out, env)
             else:
                 offline_json = out / "offline_rate.json"
+                offline_json.unlink(missing_ok=True)
+                # vLLM's engine sometimes aborts in its C++ teardown at interpreter exit, after
+                # the result is written: the result file, not the exit code, says it ran.
                 _run([sys.executable, "-m", "bench.offline_rate", "--tickets", str(args.offline_tickets),
-                      "--model-dir", model_dir, "--out", str(offline_json)], env)  # fmt: skip
+                      "--model-dir", model_dir, "--out", str(offline_json)], env, check=False)  # fmt: skip
                 offline = json.loads(offline_json.read_text())
     finally:
         if started_ray:
@@ -122,6 +130,8 @@ def report(args, targets: list[str], out: Path, offline: dict | None, exit_codes
             "locust_exit_code": exit_codes.get(target),
             "cost_per_million_usd": cost_per_million(best["answered_per_s"], args.price_per_replica_hour),
         }
+        if (metrics := out / f"{target}_metrics.json").exists():
+            summary["targets"][target]["graph_metrics"] = json.loads(metrics.read_text())
     t = summary["targets"]
     if "graph" in t:
         summary["verdict"] = t["graph"]["verdict"]
@@ -185,6 +195,14 @@ def _markdown(summary: dict, users: list[int], judged: int) -> str:
             f"P99 {best['p99_ms']} ms); cost per million tickets: ${s['cost_per_million_usd']}"
         )
         lines += ["", sustained_line, ""]
+        if gm := s.get("graph_metrics"):
+            line = (
+                f"Graph metrics under load (Prometheus export): batch efficiency {gm.get('batch_efficiency')} "
+                f"(seeds: >= 0.7), memory pressure max {gm.get('memory_pressure')} (seeds: <= 0.9), "
+                f"prefix-cache hit rate {gm.get('prefix_cache_hit_rate')} (seeds: >= 0.85; none without a KV cache), "
+                f"batch knob max {gm.get('batch_limit')}, in engine max {gm.get('inflight')}"
+            )
+            lines += [line, ""]
         failed = [c for c in v["checks"] if not c["passed"]]
         if failed:
             lines += ["Failed: " + "; ".join(f"{c['check']} {c['value']} (limit {c['limit']}, {c.get('users', 'all')} users)" for c in failed), ""]
@@ -277,6 +295,71 @@ def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
                 server.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
+
+
+# Gauges sampled from Ray's Prometheus export while a graph target runs: the seeds also
+# judge batch efficiency (>= 70 %), memory (<= 90 %) and KV hit rate (>= 85 %).
+SAMPLED = {
+    "batch_efficiency": ("ray_model_batch_efficiency", "mean"),
+    "batch_limit": ("ray_model_batch_limit", "max"),
+    "inflight": ("ray_model_inflight_requests", "max"),
+    "memory_pressure": ("ray_model_memory_pressure", "max"),
+    "vllm_kv_cache_usage": ("ray_vllm_kv_cache_usage_perc", "max"),
+}
+COUNTED = ("ray_vllm_prefix_cache_hits_total", "ray_vllm_prefix_cache_queries_total")
+
+
+class MetricsSampler(threading.Thread):
+    """Reads the graph's own gauges every few seconds during a run, as Grafana would."""
+
+    def __init__(self, port: int, interval_s: float = 5.0):
+        super().__init__(daemon=True)
+        self._url = f"http://127.0.0.1:{port}/metrics"
+        self._interval_s = interval_s
+        self._stop_event = threading.Event()
+        self.samples: list[dict[str, float]] = []
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self._interval_s):
+            if (sample := self._read()) is not None:
+                self.samples.append(sample)
+
+    def _read(self) -> dict[str, float] | None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            text = httpx.get(self._url, timeout=5).text
+        except httpx.HTTPError:
+            return None
+        values: dict[str, list[float]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                values.setdefault(sample.name, []).append(sample.value)
+        out = {}
+        for key, (name, _) in SAMPLED.items():
+            if name in values:
+                out[key] = sum(values[name]) / len(values[name])
+        for name in COUNTED:
+            if name in values:
+                out[name] = sum(values[name])
+        return out
+
+    def stop(self) -> dict:
+        """Mean or max of each gauge over samples taken under load; the prefix-cache hit rate."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(10)
+        busy = [s for s in self.samples if s.get("inflight", 0) > 0]
+        summary = {}
+        for key, (_, how) in SAMPLED.items():
+            seen = [s[key] for s in busy if key in s]
+            if seen:
+                summary[key] = round(max(seen) if how == "max" else sum(seen) / len(seen), 3)
+        first, last = (self.samples[0], self.samples[-1]) if self.samples else ({}, {})
+        hits, queries = (last.get(n, 0) - first.get(n, 0) for n in COUNTED)
+        summary["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries > 0 else None
+        summary["samples_under_load"] = len(busy)
+        return summary
 
 
 def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: dict) -> int:

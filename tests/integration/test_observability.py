@@ -15,7 +15,12 @@ from ray import serve
 
 from deployments.config import AppConfig
 from serve_app import bind_graph
-from tests.integration.conftest import HTTP_PORT, METRICS_PORT, generate_args, wait_healthy
+from tests.integration.conftest import (
+    HTTP_PORT,
+    METRICS_PORT,
+    generate_args,
+    wait_healthy,
+)
 
 APP = "observed"
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "ticketserve.json"

@@ -146,3 +146,18 @@ def test_cost_per_million():
 def test_stage_users_scale_the_seeds_gradient():
     assert stage_users([100, 500, 1000, 2000], 0.05) == [5, 25, 50, 100]
     assert stage_users([100], 0.001) == [1]
+
+
+def test_metrics_sampler_summarizes_gauges_under_load_and_the_prefix_hit_rate():
+    from loadtest.run import MetricsSampler
+
+    sampler = MetricsSampler(port=1)
+    sampler.samples = [
+        {"inflight": 0, "batch_efficiency": 0.0, "ray_vllm_prefix_cache_hits_total": 10, "ray_vllm_prefix_cache_queries_total": 100},
+        {"inflight": 30, "batch_efficiency": 0.6, "memory_pressure": 0.5},
+        {"inflight": 40, "batch_efficiency": 0.8, "memory_pressure": 0.7,
+         "ray_vllm_prefix_cache_hits_total": 190, "ray_vllm_prefix_cache_queries_total": 300},
+    ]  # fmt: skip
+    summary = sampler.stop()
+    assert summary["batch_efficiency"] == 0.7 and summary["memory_pressure"] == 0.7
+    assert summary["prefix_cache_hit_rate"] == 0.9 and summary["samples_under_load"] == 2
