@@ -65,8 +65,7 @@ class RunState:
 @events.init.add_listener
 def _init(environment, **_):
     opts = environment.parsed_options
-    if opts is not None:  # None when a test builds an Environment by hand
-        environment.run_state = RunState(opts.shared_data == "yes", opts.seed)
+    environment.run_state = RunState(opts.shared_data == "yes", opts.seed)
 
 
 @events.test_start.add_listener
@@ -112,8 +111,6 @@ def _retry_after_s(headers) -> float:
 
 class TicketUser(FastHttpUser):
     """A customer (one user_id) sending tickets from the mix."""
-
-    weight = 20
 
     def wait_time(self):
         # A client that keeps the contract waits Retry-After before it sends again.
