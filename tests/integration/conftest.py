@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import time
@@ -9,7 +10,13 @@ import time
 import httpx
 import pytest
 
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, DEFAULT_OUT, TrainSettings, build
+from models.build import (
+    BUNDLED_DATA,
+    BUNDLED_INTENTS,
+    DEFAULT_OUT,
+    TrainSettings,
+    build,
+)
 from models.tiny_decoder import build_tiny_decoder
 
 HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
@@ -81,11 +88,25 @@ def generate_args(model_dir: str, **sections) -> dict:
     }
 
 
-def deploy(serve, name: str, args: dict) -> httpx.Client:
-    from serve_app import build_app
+def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.Client:
+    """`options`: Serve options per deployment name, as serve_config.yaml's `deployments`."""
+    from deployments.config import AppConfig
+    from serve_app import bind_graph
 
-    serve.run(build_app(args), name=name, route_prefix=f"/{name}")
+    serve.run(bind_graph(AppConfig.from_args(args), options), name=name, route_prefix=f"/{name}")
     return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
+
+
+@contextlib.contextmanager
+def running(serve, name: str, args: dict, options: dict | None = None):
+    """A graph of its own for a test module: deployed, healthy, deleted afterwards."""
+    client = deploy(serve, name, args, options)
+    try:
+        wait_healthy(client)
+        yield client
+    finally:
+        client.close()
+        serve.delete(name)
 
 
 def wait_healthy(client: httpx.Client, timeout_s: float = 60) -> None:

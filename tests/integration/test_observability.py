@@ -13,14 +13,7 @@ import httpx
 import pytest
 from ray import serve
 
-from deployments.config import AppConfig
-from serve_app import bind_graph
-from tests.integration.conftest import (
-    HTTP_PORT,
-    METRICS_PORT,
-    generate_args,
-    wait_healthy,
-)
+from tests.integration.conftest import METRICS_PORT, generate_args, running
 
 APP = "observed"
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "ticketserve.json"
@@ -58,12 +51,8 @@ def observed(ray_serve, tiny_decoder_dir):
     )
     # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
     options = {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
-    ray_serve.run(bind_graph(AppConfig.from_args(args), options), name=APP, route_prefix=f"/{APP}")
-    client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{APP}", timeout=60)
-    wait_healthy(client)
-    yield client
-    client.close()
-    ray_serve.delete(APP)
+    with running(ray_serve, APP, args, options) as client:
+        yield client
 
 
 def test_dashboard_queries_only_project_and_vllm_metrics():

@@ -5,13 +5,10 @@ reclaim after out-of-memory failures."""
 import concurrent.futures as cf
 import time
 
-import httpx
 import pytest
 from ray import serve
 
-from deployments.config import AppConfig
-from serve_app import bind_graph
-from tests.integration.conftest import HTTP_PORT, classify_args, wait_healthy
+from tests.integration.conftest import classify_args, running
 
 APP = "resilience"
 # Regular-tier tickets: the pre-classifier may not answer them at the edge, so each one
@@ -61,12 +58,8 @@ def resilient(ray_serve, default_model_dir):
         },
     }
     options = {"ModelReplica": {"autoscaling_config": autoscaling}}
-    ray_serve.run(bind_graph(AppConfig.from_args(args), options), name=APP, route_prefix=f"/{APP}")
-    client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{APP}", timeout=60)
-    wait_healthy(client)
-    yield client
-    client.close()
-    ray_serve.delete(APP)
+    with running(ray_serve, APP, args, options) as client:
+        yield client
 
 
 def model():

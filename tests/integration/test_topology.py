@@ -4,7 +4,7 @@ the same answers and refusals as the chain, with three deployments fewer."""
 import pytest
 from ray import serve
 
-from tests.integration.conftest import classify_args, deploy, wait_healthy
+from tests.integration.conftest import classify_args, running
 
 APP = "fused"
 
@@ -13,11 +13,8 @@ APP = "fused"
 def fused(ray_serve, default_model_dir):
     args = classify_args(default_model_dir, topology="fused")
     args["antispam"] = {**args["antispam"], "duplicates": {"max_repeats": 3}}
-    client = deploy(ray_serve, APP, args)
-    wait_healthy(client)
-    yield client
-    client.close()
-    ray_serve.delete(APP)
+    with running(ray_serve, APP, args) as client:
+        yield client
 
 
 def test_fused_graph_runs_four_deployments_and_reports_every_stage(fused):
