@@ -21,7 +21,9 @@ from models.build import BUNDLED_DATA, BUNDLED_INTENTS, ROOT, read_rows
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "tiny-decoder"
 
 
-def build_tiny_decoder(out: Path, hidden_size: int = 128, layers: int = 2, seed: int = 0) -> ModelMetadata:
+def build_tiny_decoder(
+    out: Path, hidden_size: int = 128, layers: int = 2, seed: int = 0, max_positions: int = 1024
+) -> ModelMetadata:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -52,7 +54,7 @@ def build_tiny_decoder(out: Path, hidden_size: int = 128, layers: int = 2, seed:
         num_hidden_layers=layers,
         num_attention_heads=hidden_size // 64,
         num_key_value_heads=hidden_size // 64,
-        max_position_embeddings=1024,
+        max_position_embeddings=max_positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=False,
