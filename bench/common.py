@@ -15,7 +15,6 @@ import httpx
 from models.build import BUNDLED_DATA, DEFAULT_OUT, ROOT
 
 RESULTS = ROOT / "bench" / "results"
-SHARED_DATA = ROOT.parent / "shared" / "data"
 # KV reservation per engine, as a fraction of RAM: a benchmark engine shares the machine.
 BENCH_KV_FRACTION = 0.1
 

@@ -28,14 +28,20 @@ from pathlib import Path
 import httpx
 
 from bench.common import (
-    SHARED_DATA,
     percentile,
     print_table,
     start_serve,
     write_results,
 )
 from deployments.api import ApiError, normalize_text
-from loadtest.mix import BITEXT, BITEXT_TO_BUNDLED, MIX, read_csv, spam_texts
+from loadtest.mix import (
+    BITEXT,
+    BITEXT_TO_BUNDLED,
+    MIX,
+    SHARED_DATA,
+    read_csv,
+    spam_texts,
+)
 from models.build import (
     BUNDLED_DATA,
     BUNDLED_INTENTS,

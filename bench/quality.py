@@ -25,18 +25,18 @@ import httpx
 import numpy as np
 
 from bench.common import (
-    SHARED_DATA,
     graph_config,
     percentile,
     print_table,
     start_serve,
     write_results,
 )
+from loadtest.mix import BITEXT, SHARED_DATA
 from models.build import BUNDLED_DATA, ROOT, TrainSettings, base_model_dir, build
 
 DATASETS = {
     "bundled": (BUNDLED_DATA, "text", "label"),
-    "bitext": (SHARED_DATA / "bitext_cs_8k" / "Bitext_Sample_Customer_Service_Training_Dataset.csv", "utterance", "intent"),
+    "bitext": (BITEXT, "utterance", "intent"),
     "banking77": (SHARED_DATA / "banking77" / "train.csv", "text", "category"),
 }
 PORT = 18100

@@ -26,8 +26,8 @@ from locust import FastHttpUser, LoadTestShape, between, events, task
 
 from loadtest.checks import Verdict, judge_ticketserve, judge_vllm
 from loadtest.mix import TicketMix, spam_texts
-from loadtest.options import add_shared
-from loadtest.report import Record, stage_users, stages, verdict, write_records
+from loadtest.options import add_shared, scaled_stage_users
+from loadtest.report import TICKET_KINDS, Record, stages, verdict, write_records
 
 logger = logging.getLogger("loadtest")
 
@@ -52,10 +52,12 @@ class RunState:
         self.labels: set[str] = set()
         self.started = time.monotonic()
         self.records: list[Record] = []
+        self.tickets = 0  # records of TICKET_KINDS: what --max-requests bounds
         self.user_ids = itertools.count()
         self.seed = seed
 
     def record(self, kind: str, status: int, latency_ms: float, v: Verdict) -> None:
+        self.tickets += kind in TICKET_KINDS
         self.records.append(
             Record(round(time.monotonic() - self.started, 3), kind, status, v.route, round(latency_ms, 2), v.answered,
                    v.valid, v.reason)
@@ -82,7 +84,7 @@ def _judge(environment, **_):
     opts, state = environment.parsed_options, environment.run_state
     if opts.csv_prefix:
         write_records(state.records, f"{opts.csv_prefix}_tickets.csv")
-    users = stage_users([int(u) for u in opts.stage_users.split(",")], opts.user_scale)
+    users = scaled_stage_users(opts)
     rows = stages(state.records, users, opts.stage_seconds)
     invalid = sum(not r.valid for r in state.records)
     result = verdict(rows, invalid, round(opts.judged_users * opts.user_scale), opts.max_p99_ms, opts.max_error_rate)
@@ -191,10 +193,9 @@ class GradientShape(LoadTestShape):
 
     def tick(self):
         opts = self.runner.environment.parsed_options
-        users = stage_users([int(u) for u in opts.stage_users.split(",")], opts.user_scale)
+        users = scaled_stage_users(opts)
         stage = int(self.get_run_time() // opts.stage_seconds)
-        done = sum(r.kind in ("templated", "regular", "complex") for r in self.runner.environment.run_state.records)
-        if stage >= len(users) or done >= opts.max_requests:
+        if stage >= len(users) or self.runner.environment.run_state.tickets >= opts.max_requests:
             return None
         if opts.api == "vllm":
             return users[stage], users[stage], [TicketUser]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loadtest.report import stage_users
+
 # (flag, type, default, help)
 SHARED = [
     ("--stage-users", str, "100,500,1000,2000", "the seeds' gradient of concurrent users"),
@@ -17,6 +19,11 @@ SHARED = [
 def add_shared(parser) -> None:
     for flag, kind, default, text in SHARED:
         parser.add_argument(flag, type=kind, default=default, help=text)
+
+
+def scaled_stage_users(args) -> list[int]:
+    """--stage-users times --user-scale, as the shape runs them."""
+    return stage_users([int(u) for u in args.stage_users.split(",")], args.user_scale)
 
 
 def forward(args) -> list[str]:

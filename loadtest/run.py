@@ -37,13 +37,12 @@ import httpx
 import yaml
 
 from deployments.config import EDGE_OFF
-from loadtest.options import add_shared, forward
+from loadtest.options import add_shared, forward, scaled_stage_users
 from loadtest.report import (
     abuse,
     cost_per_million,
     plot,
     read_records,
-    stage_users,
     stages,
     sustained,
     verdict,
@@ -113,7 +112,7 @@ def main() -> int:
 
 
 def report(args, targets: list[str], out: Path, offline: dict | None, exit_codes: dict) -> dict:
-    users = stage_users([int(u) for u in args.stage_users.split(",")], args.user_scale)
+    users = scaled_stage_users(args)
     judged = round(args.judged_users * args.user_scale)
     runs = {t: read_records(out / f"{t}_tickets.csv") for t in targets if (out / f"{t}_tickets.csv").exists()}
     summary: dict = {"machine": _machine(), "settings": {k: str(v) for k, v in vars(args).items()}, "targets": {}}
@@ -364,7 +363,7 @@ class MetricsSampler(threading.Thread):
 
 def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: dict) -> int:
     """Locust in its own process: its gevent patching must not meet Ray's or vLLM's imports."""
-    total_s = len(args.stage_users.split(",")) * args.stage_seconds
+    total_s = len(scaled_stage_users(args)) * args.stage_seconds
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
            "--host", host, "--api", api, "--vllm-model", model, *forward(args),
            "--run-time", f"{int(total_s + 30)}s", "--stop-timeout", "10",
