@@ -10,14 +10,16 @@ from deployments import (
     breaker,
     edge_router,
     ingress,
+    kv_manager,
     model_replica,
+    prefix_router,
     rate_limiter,
     tokenizer,
 )
 from deployments.config import AppConfig
 from deployments.local import InProcessEdge
 
-MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker)
+MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager)
 DEPLOYMENT_NAMES = tuple(m.DEFAULT_OPTIONS["name"] for m in MODULES)
 
 
@@ -28,7 +30,12 @@ def build_app(args: dict | None = None) -> Application:
 def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> Application:
     """`options` overrides Serve options per deployment name, as serve_config.yaml's `deployments` does."""
     options = options or {}
-    for single, holds in ((rate_limiter, "all users' buckets"), (breaker, "the breaker state all callers share")):
+    singles = (
+        (rate_limiter, "all users' buckets"),
+        (breaker, "the breaker state all callers share"),
+        (kv_manager, "the registry of every replica's prefixes"),
+    )
+    for single, holds in singles:
         name = single.DEFAULT_OPTIONS["name"]
         given = options.get(name, {})
         if given.get("num_replicas", 1) != 1 or "autoscaling_config" in given:
@@ -39,16 +46,24 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
 
     model_dir = config.model.engine.model_dir
     shared_breaker = deployment(breaker.Breaker, breaker.DEFAULT_OPTIONS).bind(config.breaker)
-    model = deployment(model_replica.ModelReplica, model_replica.DEFAULT_OPTIONS).bind(config.model, shared_breaker)
+    model_options, kv = model_replica.DEFAULT_OPTIONS, None
+    if config.kv_cache.enabled:
+        kv = deployment(kv_manager.KVCacheManager, kv_manager.DEFAULT_OPTIONS).bind(config.kv_cache)
+        model_options = {**model_options, "request_router_config": prefix_router.router_config(config.kv_cache)}
+    model = deployment(model_replica.ModelReplica, model_options).bind(
+        config.model, shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
+    )
+    optional = {"kv_cache_manager": kv} if kv is not None else {}
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
     front = deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS)
     if config.topology == "fused":
         stages = InProcessEdge(config.antispam, config.edge, config.tokenizer, config.breaker, config.retry, model_dir)
-        return front.bind(config.ingress, None, {"rate_limiter": limiter, "model": model}, stages, shared_breaker)
+        nodes = {"rate_limiter": limiter, "model": model, **optional}
+        return front.bind(config.ingress, None, nodes, stages, shared_breaker)
     tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
     edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
         config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry
     )
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
-    nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model}
+    nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model, **optional}
     return front.bind(config.ingress, spam, nodes)

@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from deployments.engines import EngineConfig
+from kv_partition.registry import RegistryConfig
 from policies.admission import AdmissionConfig
 from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
@@ -129,7 +138,37 @@ class ModelReplicaConfig(_Strict):
     @field_validator("engine")
     @classmethod
     def _resolve(cls, v: EngineConfig) -> EngineConfig:
-        return v.model_copy(update={"model_dir": resolve_project_path(v.model_dir)})
+        tenants = v.tenant_instructions_file
+        return v.model_copy(
+            update={
+                "model_dir": resolve_project_path(v.model_dir),
+                "tenant_instructions_file": resolve_project_path(tenants) if tenants else None,
+            }
+        )
+
+
+class KVCacheConfig(_Strict):
+    enabled: bool = Field(
+        False, description="run the KV-cache manager and route model calls by prompt prefix (generate mode only)"
+    )
+    registry: RegistryConfig = Field(
+        default_factory=RegistryConfig, description="prefix registry: hot keys, TTL, imbalance, warm-up"
+    )
+    route_timeout_ms: float = Field(
+        50.0, gt=0, description="after this without the manager's answer a request is routed by Serve's default"
+    )
+    hint_ttl_ms: float = Field(
+        500.0, ge=0, description="how long a router reuses the manager's answer for a prefix before asking again"
+    )
+    manager_retry_s: float = Field(
+        5.0, gt=0, description="after a failed manager query, routers use Serve's default router this long"
+    )
+    report_interval_ms: float = Field(
+        500.0, gt=0, description="model replicas send what their prompts put in the cache this often, in one call"
+    )
+    warmup_timeout_s: float = Field(
+        60.0, ge=0, description="most time a starting replica spends computing hot prefixes before taking traffic"
+    )
 
 
 class AppConfig(_Strict):
@@ -145,6 +184,18 @@ class AppConfig(_Strict):
     model: ModelReplicaConfig = Field(default_factory=ModelReplicaConfig, description="model replica")
     breaker: BreakerConfig = Field(default_factory=BreakerConfig, description="circuit breaker of the model path")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="retry matrix for model calls")
+    kv_cache: KVCacheConfig = Field(
+        default_factory=KVCacheConfig, description="KV-cache manager and prefix-affinity routing of model calls"
+    )
+
+    @model_validator(mode="after")
+    def _kv_cache_needs_generate(self) -> "AppConfig":
+        if self.kv_cache.enabled and self.model.engine.mode != "generate":
+            raise ValueError(
+                f"kv_cache.enabled=True needs model.engine.mode 'generate', got {self.model.engine.mode!r}: "
+                "the classify runner keeps no KV cache between requests"
+            )
+        return self
 
     @classmethod
     def from_args(cls, args: dict | None) -> "AppConfig":
@@ -159,6 +210,8 @@ class AppConfig(_Strict):
                     section = _section(cls, err["loc"][:-1])
                     allowed = ", ".join(section.model_fields) if section else "?"
                     problems.append(f"unknown key {key!r} (allowed: {allowed})")
+                elif not key:  # a check across sections names its own keys
+                    problems.append(err["msg"].removeprefix("Value error, "))
                 else:
                     problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
             raise ValueError("invalid application args: " + "; ".join(problems)) from None

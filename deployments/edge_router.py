@@ -132,7 +132,7 @@ class EdgeRouter:
             guess = self._pre_classifier.predict(ticket.text)
             if guess.label in self._edge_intents and guess.confidence >= c.pre_classifier_min_confidence:
                 return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
-        result = await self._model_path.classify(ticket.text, ticket.request_id)
+        result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant)
         if isinstance(result, GiveUp):
             return self._fallback(ticket, lang.language, result)
         if result["model_version"] != self._model_version:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import gc
 import math
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.resources import cuda_available
@@ -50,6 +53,14 @@ class EngineConfig(BaseModel):
     enable_prefix_caching: bool = Field(
         True, description="reuse KV blocks of shared prompt prefixes (generate mode)"
     )
+    kv_cache_memory_bytes: int | None = Field(
+        None, gt=0, description="KV cache size in bytes (kv_partition.planner computes one); default: from "
+        "gpu_memory_utilization"
+    )
+    tenant_instructions_file: str | None = Field(
+        None, description="generate mode: YAML mapping tenant -> text added to the instruction for that tenant's "
+        "tickets (its taxonomy, rules, examples): one shared prompt prefix per tenant"
+    )
     engine_metrics: bool = Field(
         True, description="export vLLM's own stats (queue, KV use, prefix-cache hits) through Ray's Prometheus export"
     )
@@ -64,6 +75,11 @@ class EngineConfig(BaseModel):
 class Prediction:
     label: str
     confidence: float
+    # Generate mode: what the KV-cache manager learns from each request.
+    prefix_key: str | None = None  # tenant whose instruction prefix the prompt started with
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens vLLM's prefix cache served
+    ttft_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -80,12 +96,25 @@ class TicketEngine(Protocol):
 
     def tokenizer_info(self) -> TokenizerInfo: ...
 
-    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+    async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> Prediction:
         """`prompt` is the ticket's token ids, or its raw text when the tokenizer gave up."""
+        ...
+
+    def prefixes(self) -> dict[str, list[int]]:
+        """Prefix key -> token ids of the prompt prefix it stands for (tenants with their own
+        instruction); empty when the engine keeps no KV between requests."""
+        ...
+
+    async def warm(self, prefix_ids: list[int], request_id: str) -> None:
+        """Computes a prefix so later prompts starting with it hit the prefix cache."""
         ...
 
     def batch_capacity(self) -> int:
         """Most sequences the engine can hold at once."""
+        ...
+
+    def kv_cache(self) -> tuple[int, int]:
+        """(KV blocks, tokens per block) of the engine's cache; (0, 0): none kept between requests."""
         ...
 
     async def free_caches(self) -> None: ...
@@ -123,6 +152,7 @@ class _VLLMEngine:
             max_model_len=config.max_model_len_tokens,
             max_num_seqs=config.max_num_seqs,
             enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
+            kv_cache_memory_bytes=config.kv_cache_memory_bytes,
         )
         stat_loggers = None
         if config.engine_metrics:
@@ -153,6 +183,15 @@ class _VLLMEngine:
             return max_seqs
         return max(1, min(max_seqs, blocks * cfg.cache_config.block_size // self.max_model_len))
 
+    def kv_cache(self) -> tuple[int, int]:
+        return 0, 0
+
+    def prefixes(self) -> dict[str, list[int]]:
+        return {}
+
+    async def warm(self, prefix_ids: list[int], request_id: str) -> None:
+        return None
+
     async def free_caches(self) -> None:
         await self.engine.reset_prefix_cache()
         gc.collect()
@@ -174,7 +213,7 @@ class VLLMClassifyEngine(_VLLMEngine):
     def tokenizer_info(self) -> TokenizerInfo:
         return TokenizerInfo(self.metadata.tokenizer_hash, True, self.max_model_len)
 
-    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+    async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> Prediction:
         from vllm import PoolingParams, TokensPrompt
 
         if isinstance(prompt, str):
@@ -197,6 +236,21 @@ class VLLMGenerateEngine(_VLLMEngine):
         self.max_label_tokens = config.max_label_tokens
         labels = self.metadata.labels
         instruction = (self.metadata.instruction or DEFAULT_INSTRUCTION).format(labels=", ".join(labels))
+        tenants = _tenant_instructions(config.tenant_instructions_file)
+        # Token ids of a head are identical for every ticket of its tenant, so vLLM's prefix cache hits.
+        self.heads = {None: self._head_ids(instruction)} | {
+            tenant: self._head_ids(f"{instruction}\n\n{text.strip()}") for tenant, text in tenants.items()
+        }
+        self.tail_ids = self.tokenizer(self._template(instruction)[1], add_special_tokens=False)["input_ids"]
+        longest = max(len(h) for h in self.heads.values())
+        self.max_ticket_tokens = self.max_model_len - longest - len(self.tail_ids) - self.max_label_tokens
+        if self.max_ticket_tokens < 16:
+            raise ValueError(
+                f"max_model_len {self.max_model_len} leaves {self.max_ticket_tokens} tokens for a "
+                f"ticket after a {longest}-token instruction; raise max_model_len_tokens"
+            )
+
+    def _template(self, instruction: str) -> tuple[str, str]:
         if getattr(self.tokenizer, "chat_template", None):
             template = self.tokenizer.apply_chat_template(
                 [{"role": "system", "content": instruction}, {"role": "user", "content": TICKET_SLOT}],
@@ -206,42 +260,64 @@ class VLLMGenerateEngine(_VLLMEngine):
         else:
             template = f"{instruction}\n\nTicket: {TICKET_SLOT}\nIntent: "
         head, tail = template.split(TICKET_SLOT)
-        # Token ids of the shared head are identical for every ticket, so vLLM's prefix cache hits.
-        self.head_ids = self.tokenizer(head, add_special_tokens=True)["input_ids"]
-        self.tail_ids = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
-        self.max_ticket_tokens = (
-            self.max_model_len - len(self.head_ids) - len(self.tail_ids) - self.max_label_tokens
-        )
-        if self.max_ticket_tokens < 16:
-            raise ValueError(
-                f"max_model_len {self.max_model_len} leaves {self.max_ticket_tokens} tokens for a "
-                f"ticket after a {len(self.head_ids)}-token instruction; raise max_model_len_tokens"
-            )
+        return head, tail
+
+    def _head_ids(self, instruction: str) -> list[int]:
+        return self.tokenizer(self._template(instruction)[0], add_special_tokens=True)["input_ids"]
 
     def tokenizer_info(self) -> TokenizerInfo:
         return TokenizerInfo(self.metadata.tokenizer_hash, False, self.max_ticket_tokens)
 
-    async def predict(self, prompt: list[int] | str, request_id: str) -> Prediction:
+    def prefixes(self) -> dict[str, list[int]]:
+        return {tenant: ids for tenant, ids in self.heads.items() if tenant is not None}
+
+    def kv_cache(self) -> tuple[int, int]:
+        cache = self.engine.vllm_config.cache_config
+        return cache.num_gpu_blocks or 0, cache.block_size
+
+    async def warm(self, prefix_ids: list[int], request_id: str) -> None:
+        from vllm import SamplingParams, TokensPrompt
+
+        async for _ in self.engine.generate(
+            TokensPrompt(prompt_token_ids=list(prefix_ids)), SamplingParams(max_tokens=1), request_id
+        ):
+            pass
+
+    async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> Prediction:
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
         if isinstance(prompt, str):
             prompt = self._text_ids(prompt, False, self.max_ticket_tokens)
+        key = tenant if tenant in self.heads else None
         params = SamplingParams(
             temperature=0.0,
             max_tokens=self.max_label_tokens,
             structured_outputs=StructuredOutputsParams(choice=self.metadata.labels),
             logprobs=0,
         )
-        final = None
-        async for out in self.engine.generate(
-            TokensPrompt(prompt_token_ids=self.head_ids + prompt + self.tail_ids), params, request_id
-        ):
+        ids = self.heads[key] + prompt + self.tail_ids
+        start = time.perf_counter()
+        ttft_ms, final = 0.0, None
+        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, request_id):
+            if final is None:
+                ttft_ms = (time.perf_counter() - start) * 1000
             final = out
         completion = final.outputs[0]
         logprob = completion.cumulative_logprob
         confidence = math.exp(logprob) if logprob is not None else 0.0
-        return Prediction(completion.text.strip(), confidence)
+        return Prediction(
+            completion.text.strip(), confidence, key, len(ids), final.num_cached_tokens or 0, ttft_ms
+        )
+
+
+def _tenant_instructions(path: str | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError(f"{path}: must map tenant names to instruction text")
+    return data
 
 
 def _renice_children(increment: int) -> None:

@@ -37,6 +37,10 @@ from policies.window import LatencyWindow
 
 logger = logging.getLogger("ray.serve")
 
+# Nodes the graph answers without (model requests fall back to Serve's default routing):
+# /healthz stays 200, with status "degraded", while they are down.
+OPTIONAL_NODES = frozenset({"kv_cache_manager"})
+
 DEFAULT_OPTIONS = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
@@ -126,10 +130,14 @@ class Ingress:
         names = list(self._nodes)
         states = await asyncio.gather(*(probe(self._nodes[name]) for name in names))
         nodes = {"ingress": "ok", **dict(zip(names, states))}
-        if all(v == "ok" for v in nodes.values()):
+        failed = [k for k, v in nodes.items() if v != "ok"]
+        if not failed:
             return JSONResponse({"status": "ok", "nodes": nodes})
-        failed = ", ".join(k for k, v in nodes.items() if v != "ok")
-        return JSONResponse({**ApiError(503, "unhealthy", f"not answering: {failed}").body(), "nodes": nodes}, 503)
+        if all(k in OPTIONAL_NODES for k in failed):
+            return JSONResponse({"status": "degraded", "nodes": nodes})
+        return JSONResponse(
+            {**ApiError(503, "unhealthy", f"not answering: {', '.join(failed)}").body(), "nodes": nodes}, 503
+        )
 
     async def _answer(
         self, ticket: Any, request_id: str, start: float, context: dict[str, Any]

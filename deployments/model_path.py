@@ -74,7 +74,9 @@ class ModelPath:
             "tokenizer_unreachable_total", description="Tickets sent as raw text because the tokenizer did not answer."
         )
 
-    async def classify(self, text: str, request_id: str) -> dict[str, Any] | GiveUp:
+    async def classify(self, text: str, request_id: str, tenant: str | None = None) -> dict[str, Any] | GiveUp:
+        """`tenant` picks the tenant's instruction prefix (generate mode) and, with the
+        KV-cache manager on, the replica holding it: the request router reads it."""
         action = await self._breaker.acquire() if self._breaker else "pass"
         if action in ("fallback", "reject_new"):
             reason = "breaker_open" if action == "fallback" else "breaker_reject_new"
@@ -87,7 +89,7 @@ class ModelPath:
             tries += 1
             start = self._clock()
             try:
-                result = await self._model.predict.remote(prompt, request_id)
+                result = await self._model.predict.remote(prompt, request_id, tenant=tenant)
             except Exception as e:
                 cause = failure_cause(e)
                 if self._breaker and cause != "throttled":

@@ -12,15 +12,23 @@ import itertools
 import logging
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
 
 from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
-from deployments.config import FaultConfig, ModelReplicaConfig
-from deployments.engines import EngineConfig, TicketEngine, TokenizerInfo, start_engine
+from deployments.config import FaultConfig, KVCacheConfig, ModelReplicaConfig
+from deployments.engines import (
+    EngineConfig,
+    Prediction,
+    TicketEngine,
+    TokenizerInfo,
+    start_engine,
+)
+from deployments.kv_manager import PrefixUse
 from deployments.limiter import AdjustableLimit
 from deployments.resources import accelerator_memory_gib, read_resources
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
@@ -53,6 +61,8 @@ class ModelReplica:
         self,
         config: ModelReplicaConfig,
         breaker: DeploymentHandle | None = None,
+        kv_manager: DeploymentHandle | None = None,
+        kv_cache: KVCacheConfig | None = None,
         engine_factory: Callable[[EngineConfig, str], TicketEngine] = start_engine,
         clock: Callable[[], float] = time.monotonic,
         resources: Callable[[], Resources] = read_resources,
@@ -104,8 +114,12 @@ class ModelReplica:
         self._batch_limit.set(self._batching.size)
         self._info.set(1, tags={"model_version": self._engine.metadata.version})
         self._control = asyncio.get_running_loop().create_task(self._control_loop())
+        self._kv = None
+        if kv_manager is not None:
+            self._kv = KVReporter(kv_manager, kv_cache or KVCacheConfig(), self._engine, self._source)
+            await self._kv.start()
 
-    async def predict(self, prompt: list[int] | str, request_id: str) -> dict[str, Any]:
+    async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> dict[str, Any]:
         if self._restart_reason:
             raise ModelUnavailable(f"replica waits for a restart: {self._restart_reason}")
         bound = self._config.queue_per_slot
@@ -118,7 +132,7 @@ class ModelReplica:
                 self._inflight.set(self._limit.active)
                 admitted = self._clock()
                 await self._inject_fault()
-                prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}")
+                prediction = await self._engine.predict(prompt, f"{request_id}#{next(self._sequence)}", tenant)
         except Exception as e:
             kind = _failure(e)
             self._reclaim.record(True, kind is ModelOutOfMemory, (self._clock() - start) * 1000)
@@ -134,6 +148,8 @@ class ModelReplica:
         # the wait for a slot in front of it would only grow if the batch shrank.
         self._latency.add((done - admitted) * 1000, done)
         self._outcomes.inc(tags={"outcome": "ok"})
+        if self._kv is not None:
+            self._kv.record(prediction)
         return {
             "label": prediction.label,
             "confidence": prediction.confidence,
@@ -242,5 +258,69 @@ class ModelReplica:
         # processes and KV memory at once instead of when the actor is reaped.
         if hasattr(self, "_control"):
             self._control.cancel()
+        if getattr(self, "_kv", None) is not None:
+            self._kv.stop()
         if hasattr(self, "_engine"):
             self._engine.shutdown()
+
+
+class KVReporter:
+    """The replica's side of the KV-cache manager: join with its prefixes and cache size,
+    compute the hot prefixes it is told to before taking traffic, then send what its
+    requests put in the cache, one call per interval, off the request path."""
+
+    def __init__(self, manager: DeploymentHandle, config: KVCacheConfig, engine: TicketEngine, replica: str):
+        self._manager = manager
+        self._config = config
+        self._engine = engine
+        self._replica = replica
+        self._prefixes = engine.prefixes()
+        blocks, block_tokens = engine.kv_cache()
+        self._capacity_tokens = blocks * block_tokens
+        # vLLM caches whole blocks only: a hit is every full block of the prefix served.
+        self._full_tokens = {k: len(ids) // block_tokens * block_tokens for k, ids in self._prefixes.items()}
+        self._uses: list[PrefixUse] = []
+        self._warmed: list[str] = []
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        try:
+            await asyncio.wait_for(self._join(), self._config.warmup_timeout_s)
+        except Exception as e:  # no manager, or a slow warm-up: serve cold rather than not at all
+            logger.warning("KV-cache manager join/warm-up incomplete: %s", type(e).__name__)
+        self._task = asyncio.get_running_loop().create_task(self._report_loop())
+
+    async def _join(self) -> None:
+        keys = await self._manager.join.remote(self._replica, self._prefixes, self._capacity_tokens)
+        for key in keys:
+            if key in self._prefixes:
+                await self._engine.warm(self._prefixes[key], f"warmup-{key}-{self._replica}")
+                self._warmed.append(key)
+        if keys:
+            logger.info("warmed %d hot prefixes: %s", len(self._warmed), ", ".join(self._warmed))
+
+    def record(self, p: Prediction) -> None:
+        if p.prefix_key is None or p.prefix_key not in self._full_tokens:
+            return
+        hit = 0 < self._full_tokens[p.prefix_key] <= p.cached_tokens
+        self._uses.append(PrefixUse(p.prefix_key, hit, p.prompt_tokens, p.cached_tokens, p.ttft_ms))
+
+    async def _report_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.report_interval_ms / 1000)
+            if not (self._uses or self._warmed):
+                continue
+            uses, warmed, self._uses, self._warmed = self._uses, self._warmed, [], []
+            try:
+                known = await asyncio.wait_for(
+                    self._manager.report.remote(self._replica, uses, warmed), self._config.warmup_timeout_s
+                )
+                if not known:  # the manager restarted: tell it again what this replica is
+                    await self._manager.join.remote(self._replica, self._prefixes, self._capacity_tokens)
+                    await self._manager.report.remote(self._replica, uses, warmed)
+            except Exception as e:  # the registry misses one interval; routing falls back meanwhile
+                logger.info("KV-cache manager report dropped (%d uses): %s", len(uses), type(e).__name__)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

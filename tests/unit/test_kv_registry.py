@@ -21,18 +21,19 @@ def test_routes_to_the_replica_holding_the_prefix():
 
 
 def test_overloaded_holder_loses_to_the_least_loaded():
-    r = registry(max_imbalance=8)
+    r = registry(max_imbalance_requests=8)
     r.report("r1", TENANT_A, now=0)
     hint = r.route(TENANT_A, {"r1": 20, "r2": 11}, now=1)
     assert (hint.replica, hint.reason) == ("r2", "least_loaded")
     assert r.route(TENANT_A, {"r1": 19, "r2": 11}, now=1).replica == "r1"
 
 
-def test_unknown_prefix_goes_to_the_least_loaded():
+def test_a_prefix_nobody_holds_goes_to_its_home_replica():
     r = registry()
     r.report("r1", TENANT_A, now=0)
-    hint = r.route(list(range(5000, 5100)), {"r1": 1, "r2": 4}, now=1)
-    assert (hint.replica, hint.reason) == ("r1", "no_match")
+    unknown = list(range(5000, 5100))
+    homes = {r.route(unknown, {"r1": 1, "r2": 4}, now=1).replica for _ in range(5)}
+    assert len(homes) == 1 and r.route(unknown, {"r1": 1, "r2": 4}, now=1).reason == "placed"
     assert r.route(TENANT_A, {}, now=1).replica is None
 
 
@@ -62,7 +63,8 @@ def test_a_lost_replica_is_forgotten():
 
 
 def test_replica_budget_bounds_what_it_is_assumed_to_hold():
-    r = registry(replica_blocks=12)
+    r = registry(replica_blocks=64)
+    r.join("r1", capacity_tokens=12 * 16)
     r.report("r1", TENANT_A, now=0)
     r.report("r1", TENANT_B, now=1)  # 20 blocks into 12: the oldest go
     assert r.snapshot()["replicas"]["r1"]["blocks"] == 12

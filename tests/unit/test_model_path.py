@@ -19,8 +19,9 @@ class Method:
         self.outcomes = list(outcomes)
         self.calls = []
 
-    def remote(self, *args):
+    def remote(self, *args, **kwargs):
         self.calls.append(args)
+        self.kwargs = kwargs
         outcome = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
 
         async def answer():
