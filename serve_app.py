@@ -49,7 +49,8 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
     model_options, kv = model_replica.DEFAULT_OPTIONS, None
     if config.kv_cache.enabled:
         kv = deployment(kv_manager.KVCacheManager, kv_manager.DEFAULT_OPTIONS).bind(config.kv_cache)
-        model_options = {**model_options, "request_router_config": prefix_router.router_config(config.kv_cache)}
+        if config.kv_cache.affinity_routing:
+            model_options = {**model_options, "request_router_config": prefix_router.router_config(config.kv_cache)}
     model = deployment(model_replica.ModelReplica, model_options).bind(
         config.model, shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
     )

@@ -151,6 +151,10 @@ class KVCacheConfig(_Strict):
     enabled: bool = Field(
         False, description="run the KV-cache manager and route model calls by prompt prefix (generate mode only)"
     )
+    affinity_routing: bool = Field(
+        True, description="route model calls to the replica holding the tenant's prefix; false: Serve's default "
+        "router (the manager still tracks prefixes, hit rates and warm-ups)"
+    )
     registry: RegistryConfig = Field(
         default_factory=RegistryConfig, description="prefix registry: hot keys, TTL, imbalance, warm-up"
     )

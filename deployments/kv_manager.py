@@ -9,14 +9,17 @@ default) and, after its restart, the replicas' next reports rebuild the registry
 
 from __future__ import annotations
 
+import collections
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ray.serve.metrics import Counter, Gauge
 
 from deployments.config import KVCacheConfig
 from kv_partition.registry import PrefixRegistry
+
+TTFT_SAMPLES = 20_000  # most recent time-to-first-token readings kept for snapshot()
 
 DEFAULT_OPTIONS = {
     "name": "KVCacheManager",
@@ -46,6 +49,7 @@ class KVCacheManager:
         self._shared: dict[str, int] = {}
         self._totals = {"uses": 0, "hits": 0, "prompt_tokens": 0, "cached_tokens": 0, "warmed": 0}
         self._per_replica: dict[str, dict[str, dict[str, int]]] = {}
+        self._ttft_ms: collections.deque[tuple[bool, float]] = collections.deque(maxlen=TTFT_SAMPLES)
         self._uses = Counter(
             "kv_prefix_requests_total",
             description="Model requests with a tenant prefix, by whether vLLM's prefix cache held all of it.",
@@ -92,6 +96,7 @@ class KVCacheManager:
             for counts in (self._totals, per_key.setdefault(use.key, {"uses": 0, "hits": 0})):
                 counts["uses"] += 1
                 counts["hits"] += use.hit
+            self._ttft_ms.append((use.hit, use.ttft_ms))
             self._totals["prompt_tokens"] += use.prompt_tokens
             self._totals["cached_tokens"] += use.cached_tokens
         self._hot.set(self._registry.snapshot()["hot_prefixes"])
@@ -122,7 +127,20 @@ class KVCacheManager:
             "prefix_keys": sorted(self._prefixes),
             "totals": dict(self._totals),
             "served": self._per_replica,
+            "ttft_ms": {
+                "all": _quantiles(t for _, t in self._ttft_ms),
+                "hit": _quantiles(t for hit, t in self._ttft_ms if hit),
+                "miss": _quantiles(t for hit, t in self._ttft_ms if not hit),
+            },
         }
 
     async def ping(self) -> str:
         return "ok"
+
+
+def _quantiles(values: Iterable[float]) -> dict[str, float | int]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"n": 0}
+    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"n": len(ordered), "p50": round(at(0.5), 1), "p99": round(at(0.99), 1)}

@@ -264,6 +264,10 @@ class ModelReplica:
             self._engine.shutdown()
 
 
+# A report is off the request path; a manager slower than this counts as gone for one interval.
+KV_REPORT_TIMEOUT_S = 5.0
+
+
 class KVReporter:
     """The replica's side of the KV-cache manager: join with its prefixes and cache size,
     compute the hot prefixes it is told to before taking traffic, then send what its
@@ -313,7 +317,7 @@ class KVReporter:
             uses, warmed, self._uses, self._warmed = self._uses, self._warmed, [], []
             try:
                 known = await asyncio.wait_for(
-                    self._manager.report.remote(self._replica, uses, warmed), self._config.warmup_timeout_s
+                    self._manager.report.remote(self._replica, uses, warmed), KV_REPORT_TIMEOUT_S
                 )
                 if not known:  # the manager restarted: tell it again what this replica is
                     await self._manager.join.remote(self._replica, self._prefixes, self._capacity_tokens)

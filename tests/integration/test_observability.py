@@ -31,7 +31,9 @@ def exported() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def observed(ray_serve, tiny_decoder_dir):
+def observed(ray_serve, tiny_decoder_dir, tmp_path_factory):
+    tenants = tmp_path_factory.mktemp("observed") / "tenants.yaml"
+    tenants.write_text("acme: Acme sells outdoor clothing; tickets about torn or missing items are refunds.\n")
     # Generate mode: the tiny decoder's shared instruction prefix feeds vLLM's prefix cache.
     args = generate_args(
         tiny_decoder_dir,
@@ -42,9 +44,11 @@ def observed(ray_serve, tiny_decoder_dir):
         },
         tokenizer={"timeout_ms": 0.001},
         model={
-            "engine": {"mode": "generate", "model_dir": tiny_decoder_dir, "gpu_memory_utilization": 0.15},
+            "engine": {"mode": "generate", "model_dir": tiny_decoder_dir, "gpu_memory_utilization": 0.15,
+                       "tenant_instructions_file": str(tenants)},
             "reclaim": {"failed_in_row": 1000, "min_interval_s": 0},
         },
+        kv_cache={"enabled": True, "report_interval_ms": 200},
         breaker={"window_calls": 10, "min_calls": 5, "open_wait_s": 3, "half_open_probes": 1,
                  "cpu_reject_percent": None, "memory_fallback_percent": 99},
         retry={"budget_min_retries": 1000},
@@ -81,6 +85,9 @@ def test_every_dashboard_metric_is_exported(observed):
     for _ in range(2):
         assert send("the zipper of my new jacket broke").status_code == 200  # model, then cache
     assert send("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa").status_code == 422
+    for i in range(3):  # the tenant's own prefix: KV-cache manager and affinity router
+        body = {"text": f"my Acme jacket arrived torn, order {i}", "user_id": "u-observed", "tenant": "acme"}
+        assert observed.post("/v1/classify", json=body).status_code == 200
     anonymous_flood()
     tokenizer_burst()
 
