@@ -78,7 +78,7 @@ class PrefixRegistry:
         self._traffic.lookup(hashes, now)
         self._traffic.put(hashes, now)
         last = hashes[-1]
-        self._prompts[last] = tuple(prefix_ids[: len(hashes) * self._config.block_size_tokens])
+        self._prompts[last] = tuple(prefix_ids)
         self._prompts.move_to_end(last)
         while len(self._prompts) > self._config.remembered_prefixes:
             self._prompts.popitem(last=False)

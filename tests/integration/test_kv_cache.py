@@ -11,7 +11,7 @@ import ray
 import yaml
 
 from deployments.config import EDGE_OFF
-from tests.integration.conftest import generate_args, long_ticket, running
+from tests.integration.conftest import generate_args, long_ticket, running, wait_healthy
 
 APP = "kvcache"
 TENANTS = [f"tenant-{t}" for t in range(4)]
@@ -92,8 +92,7 @@ def test_same_prefix_requests_go_to_the_same_replica(ray_serve, kv_graph):
 def test_routing_survives_a_manager_restart(ray_serve, kv_graph):
     send_round(kv_graph, rounds=2)
     before = served_by(ray_serve, uses=8)
-    [name] = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#KVCacheManager" in a["name"]]
-    ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+    kill("KVCacheManager")
     send_round(kv_graph, rounds=2)  # answered meanwhile, by Serve's default router
     assert kv_graph.get("/healthz").status_code == 200
 
@@ -111,8 +110,37 @@ def test_routing_survives_a_manager_restart(ray_serve, kv_graph):
     send_round(kv_graph, rounds=4)
     after = served_by(ray_serve, uses=16 + snap["totals"]["uses"], since=snap)
     assert set(after) == set(TENANTS)
-    # Replicas joined the new manager again; each tenant still lands on one replica, its old one.
+    # Replicas joined the new manager again; each tenant lands on one replica again (one
+    # that holds its prefix: its old one, or where default routing put it meanwhile).
     assert all(len(replicas) == 1 for replicas in after.values()), after
-    assert {t: r for t, r in after.items()} == {t: before[t] for t in after if len(before[t]) == 1} | {
-        t: after[t] for t in after if len(before[t]) > 1
-    }
+    now = manager_snapshot(ray_serve)["totals"]
+    assert now["hits"] - snap["totals"]["hits"] >= now["uses"] - snap["totals"]["uses"] - len(TENANTS)
+
+
+def kill(deployment: str) -> None:
+    """Kills one replica actor of `deployment`; Serve starts a replacement."""
+    name = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"])[0]
+    ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+
+
+def test_a_replacement_replica_warms_the_hot_prefix_before_serving(ray_serve, kv_graph):
+    hot = TENANTS[0]
+    jobs = [(hot, f"my card was charged twice, case {i}") for i in range(12)] + [
+        (t, f"where is my parcel, case {t}") for t in TENANTS[1:]
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        codes = set(pool.map(lambda j: kv_graph.post("/v1/classify", json={"text": j[1], "tenant": j[0]}).status_code, jobs))
+    assert codes == {200}
+    time.sleep(1)
+    known = manager_snapshot(ray_serve)
+    assert known["hot_prefixes"] >= 1
+    kill("ModelReplica")
+    # The replacement joins, is told the hot prefix and computes it before taking traffic.
+    deadline = time.monotonic() + 120
+    while (snap := manager_snapshot(ray_serve))["totals"]["warmed"] < 1:
+        assert time.monotonic() < deadline, snap["totals"]
+        time.sleep(1)
+    wait_healthy(kv_graph)
+    [new] = set(snap["replicas"]) - set(known["replicas"])
+    holders = ray_serve.get_deployment_handle("KVCacheManager", APP).holders.remote(hot, [new]).result()
+    assert holders.get(new, 0) > 0, holders

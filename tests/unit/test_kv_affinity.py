@@ -55,7 +55,8 @@ def test_no_replicas_no_preference():
     assert choose("acme", {}, {}, 8).replica is None
 
 
-TENANT_IDS = {"acme": list(range(100, 420)), "globex": list(range(500, 820))}  # 20 blocks of 16
+# 20 full blocks of 16 and a partial one, as real prefixes end anywhere.
+TENANT_IDS = {"acme": list(range(100, 425)), "globex": list(range(500, 825))}
 
 
 def manager(**registry) -> tuple[KVCacheManager, list[float]]:
@@ -135,7 +136,7 @@ class SmallEngine:
         return TENANT_IDS
 
     def kv_cache(self):
-        return 100, 128  # vLLM's CPU block size: 320 prefix tokens -> 256 in full blocks
+        return 100, 128  # vLLM's CPU block size: 325 prefix tokens -> 256 in full blocks
 
     async def warm(self, ids, request_id):
         self.warmed.append(len(ids))
@@ -159,7 +160,7 @@ def test_reporter_warms_hot_prefixes_then_reports_hits_by_full_blocks():
         reporter.stop()
 
     asyncio.run(scenario())
-    assert engine.warmed == [320]  # globex, hot on the other replica
+    assert engine.warmed == [325]  # globex, hot on the other replica
     assert m.snapshot()["served"]["new"] == {"acme": {"uses": 2, "hits": 1}}
     assert m.holders("globex", ["new"]) == {"new": 20}
 
