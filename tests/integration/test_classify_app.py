@@ -2,6 +2,8 @@
 
 import pytest
 
+from models.golden import evaluate, load
+
 pytestmark = pytest.mark.integration
 
 
@@ -182,3 +184,12 @@ def test_clients_reusing_one_request_id_concurrently_all_get_answers(app):
         answers = list(pool.map(send, range(24)))
     assert [r.status_code for r in answers] == [200] * 24
     assert {r.json()["request_id"] for r in answers} == {"same-id"}
+
+
+def test_the_golden_set_command_judges_the_graph(app):
+    result = evaluate(str(app.base_url), tenant="golden-test")
+    assert result["answered"] == result["tickets"] >= 300 and not result["unanswered"]
+    # The bundled model scores 0.84 here (docs/models.md); far below means a broken path.
+    assert result["accuracy"] >= 0.75, result["by_lang"]
+    templates = sum(1 for item in load() if item.route == "template")
+    assert result["routes"]["template"] == {"template": templates}
