@@ -14,12 +14,13 @@ from deployments import (
     model_replica,
     prefix_router,
     rate_limiter,
+    review,
     tokenizer,
 )
 from deployments.config import AppConfig
 from deployments.local import InProcessEdge
 
-MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager)
+MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review)
 DEPLOYMENT_NAMES = tuple(m.DEFAULT_OPTIONS["name"] for m in MODULES)
 
 
@@ -34,6 +35,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         (rate_limiter, "all users' buckets"),
         (breaker, "the breaker state all callers share"),
         (kv_manager, "the registry of every replica's prefixes"),
+        (review, "the review queue's SQLite file (one writer)"),
     )
     for single, holds in singles:
         name = single.DEFAULT_OPTIONS["name"]
@@ -55,16 +57,18 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         config.model, shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
     )
     optional = {"kv_cache_manager": kv} if kv is not None else {}
+    if config.review.enabled:
+        optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config.review)
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
     front = deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS)
     if config.topology == "fused":
         stages = InProcessEdge(config.antispam, config.edge, config.tokenizer, config.breaker, config.retry, model_dir)
         nodes = {"rate_limiter": limiter, "model": model, **optional}
-        return front.bind(config.ingress, None, nodes, stages, shared_breaker)
+        return front.bind(config.ingress, None, nodes, stages, shared_breaker, config.review, config.admin)
     tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
     edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
         config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry
     )
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
     nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model, **optional}
-    return front.bind(config.ingress, spam, nodes)
+    return front.bind(config.ingress, spam, nodes, None, None, config.review, config.admin)

@@ -106,6 +106,15 @@ class ClassifyResponse(BaseModel):
     degraded: bool = Field(False, description="answered by a fallback path")
     language: str | None = Field(None, description="language the ticket was read as (detected, or the hint)")
     answer_id: str | None = Field(None, description="route template: id of the canned answer to send")
+    needs_review: bool = Field(
+        False, description="confidence below review.min_confidence: recorded in the review queue for a person"
+    )
+
+
+class ResolveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    label: str = Field(description="the correct intent: one of GET /v1/labels")
 
 
 class BatchRequest(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -10,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -175,6 +177,34 @@ class KVCacheConfig(_Strict):
     )
 
 
+class ReviewConfig(_Strict):
+    enabled: bool = Field(True, description="flag and record answers below min_confidence for a person to check")
+    min_confidence: float = Field(
+        0.5, ge=0, le=1, description="model and edge answers below this confidence get needs_review: true"
+    )
+    store_path: ProjectPath = Field(
+        "var/review.sqlite3", description="SQLite file of the review queue (relative: project root); survives restarts"
+    )
+    record_timeout_ms: float = Field(
+        1000.0, gt=0, description="after this without the review queue's answer the ticket is answered unrecorded"
+    )
+
+
+class AdminConfig(_Strict):
+    token: SecretStr | None = Field(
+        None, description="bearer token of the /admin API; prefer token_env (config files end up in logs and repos)"
+    )
+    token_env: str = Field(
+        "TICKETSERVE_ADMIN_TOKEN", description="environment variable (of the ingress replicas) holding the token"
+    )
+
+    def resolved_token(self) -> str | None:
+        """The token from config, else from the environment; None: every admin call is 401."""
+        if self.token is not None:
+            return self.token.get_secret_value()
+        return os.environ.get(self.token_env) or None
+
+
 class AppConfig(_Strict):
     topology: Literal["chain", "fused"] = Field(
         "chain",
@@ -191,6 +221,8 @@ class AppConfig(_Strict):
     kv_cache: KVCacheConfig = Field(
         default_factory=KVCacheConfig, description="KV-cache manager and prefix-affinity routing of model calls"
     )
+    review: ReviewConfig = Field(default_factory=ReviewConfig, description="review queue of low-confidence answers")
+    admin: AdminConfig = Field(default_factory=AdminConfig, description="the /admin API")
 
     @model_validator(mode="after")
     def _kv_cache_needs_generate(self) -> "AppConfig":

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import csv
+import hmac
+import io
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from ray import serve
 from ray.serve.exceptions import BackPressureError
@@ -26,11 +29,12 @@ from deployments.api import (
     ClassifyRequest,
     ClassifyResponse,
     ErrorBody,
+    ResolveRequest,
     Ticket,
     describe_validation_errors,
     normalize_text,
 )
-from deployments.config import IngressConfig
+from deployments.config import AdminConfig, IngressConfig, ReviewConfig
 from deployments.local import InProcessEdge
 from policies.admission import AdaptiveConcurrency
 from policies.window import LatencyWindow
@@ -39,7 +43,7 @@ logger = logging.getLogger("ray.serve")
 
 # Nodes the graph answers without (model requests fall back to Serve's default routing):
 # /healthz stays 200, with status "degraded", while they are down.
-OPTIONAL_NODES = frozenset({"kv_cache_manager"})
+OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue"})
 
 DEFAULT_OPTIONS = {
     "name": "Ingress",
@@ -64,6 +68,8 @@ class Ingress:
         nodes: dict[str, DeploymentHandle],
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
+        review: ReviewConfig | None = None,
+        admin: AdminConfig | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
         (and "model" for /v1/labels). With `in_process` (topology fused) the edge stages are
@@ -74,6 +80,11 @@ class Ingress:
         self._config = config
         self._first = first
         self._nodes = nodes
+        self._review = review or ReviewConfig(enabled=False)
+        self._admin_token = (admin or AdminConfig()).resolved_token()
+        self._review_failures = Counter(
+            "review_record_failures_total", description="Low-confidence answers the review queue did not record."
+        )
         self._ongoing = 0
         self._peak = 0
         self._admission = AdaptiveConcurrency(config.admission, time.monotonic())
@@ -209,6 +220,7 @@ class Ingress:
             raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}")
         if not isinstance(result, Answer):
             raise result.error()
+        needs_review = await self._maybe_review(body, ticket, result, request_id)
         latency_ms = (time.perf_counter() - start) * 1000
         return ClassifyResponse(
             label=result.label,
@@ -220,7 +232,83 @@ class Ingress:
             language=result.language,
             answer_id=result.answer_id,
             degraded=result.degraded,
+            needs_review=needs_review,
         )
+
+    async def _maybe_review(self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str) -> bool:
+        """Low-confidence model and edge answers are flagged; the first time (not from the
+        result cache) they are also recorded for review. A failed record never fails the ticket."""
+        r = self._review
+        if not r.enabled or result.route == "template" or result.confidence >= r.min_confidence:
+            return False
+        queue = self._nodes.get("review_queue")
+        if result.route != "cache" and queue is not None:
+            item = {
+                "request_id": request_id, "ticket_id": body.ticket_id, "tenant": body.tenant, "text": ticket.text,
+                "lang": result.language, "label": result.label, "confidence": result.confidence,
+                "route": result.route, "model_version": result.model_version,
+            }  # fmt: skip
+            try:
+                await asyncio.wait_for(queue.record.remote([item]), r.record_timeout_ms / 1000)
+            except Exception as e:  # flagged all the same; the count shows what the queue missed
+                self._review_failures.inc()
+                logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)
+        return True
+
+    # --- /admin: bearer token from config or environment; never logged ---
+
+    def _authorize(self, request: Request) -> None:
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if not self._admin_token or scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.encode(), self._admin_token.encode()
+        ):
+            raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
+
+    def _queue(self) -> DeploymentHandle:
+        queue = self._nodes.get("review_queue")
+        if queue is None:
+            raise ApiError(404, "not_found", "the review queue is off (review.enabled: false)")
+        return queue
+
+    async def admin_state(self, request: Request) -> dict[str, Any]:
+        self._authorize(request)
+        labels = await self._nodes["model"].labels.remote()
+        review = await self._queue().counts.remote() if "review_queue" in self._nodes else None
+        return {
+            "model_version": labels["model_version"],
+            "admission_limit": self._admission.limit,
+            "in_flight": self._ongoing,
+            "review": review,
+            "nodes": sorted(self._nodes),
+        }
+
+    async def admin_review_items(
+        self, request: Request, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        self._authorize(request)
+        limit, offset = max(1, min(limit, 500)), max(0, offset)
+        return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
+
+    async def admin_review_resolve(self, item_id: int, body: ResolveRequest, request: Request) -> dict[str, Any]:
+        self._authorize(request)
+        labels = await self._nodes["model"].labels.remote()
+        allowed = [entry["name"] for entry in labels["labels"]]
+        if body.label not in allowed:
+            raise ApiError(422, "invalid_request", f"label {body.label!r} is not one of {', '.join(allowed)}")
+        item = await self._queue().resolve.remote(item_id, body.label)
+        if item is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        return item
+
+    async def admin_review_export(self, request: Request) -> Response:
+        """Resolved items as training rows (CSV text,label,lang) for `python -m models.build --data`."""
+        self._authorize(request)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=["text", "label", "lang"])
+        writer.writeheader()
+        writer.writerows(await self._queue().training_rows.remote())
+        return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
 
 
 class _JsonBodies:
@@ -292,11 +380,16 @@ def make_ingress(cls: type = Ingress) -> type:
         return _error_response(ApiError(500, "internal_error", type(e).__name__))
 
     error_responses = {status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)}
+    admin_responses = {status: {"model": ErrorBody} for status in (401, 404, 422)}
     routes = {
         "classify": app.post("/v1/classify", response_model=ClassifyResponse, responses=error_responses),
         "classify_batch": app.post("/v1/classify/batch", response_model=BatchResponse, responses=error_responses),
         "labels": app.get("/v1/labels"),
         "healthz": app.get("/healthz"),
+        "admin_state": app.get("/admin/state", responses=admin_responses),
+        "admin_review_items": app.get("/admin/review", responses=admin_responses),
+        "admin_review_resolve": app.post("/admin/review/{item_id}/resolve", responses=admin_responses),
+        "admin_review_export": app.get("/admin/review/export", responses=admin_responses),
     }
     decorated = {name: route(getattr(cls, name)) for name, route in routes.items()}
     return serve.ingress(app)(type(cls.__name__, (cls,), decorated))

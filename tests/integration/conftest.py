@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -25,6 +27,7 @@ METRICS_PORT = int(os.environ.get("TICKETSERVE_TEST_METRICS_PORT", "18080"))
 # Per-engine KV reservation, as a fraction of RAM: several engines share this machine.
 CLASSIFY_KV_FRACTION = 0.1
 GENERATE_KV_FRACTION = 0.15
+REVIEW_DIR = Path(tempfile.gettempdir()) / "ticketserve-test-review"
 
 
 def long_ticket(chars: int) -> str:
@@ -93,7 +96,10 @@ def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.C
     from deployments.config import AppConfig
     from serve_app import bind_graph
 
-    serve.run(bind_graph(AppConfig.from_args(args), options), name=name, route_prefix=f"/{name}")
+    # Each graph its own review queue file, outside the checkout.
+    review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
+    config = AppConfig.from_args({**args, "review": review})
+    serve.run(bind_graph(config, options), name=name, route_prefix=f"/{name}")
     return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
 
 

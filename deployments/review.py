@@ -1,0 +1,135 @@
+"""The review queue: answers the model was unsure of, kept for a person to check.
+
+`ReviewStore` is a SQLite file (durable across restarts of the graph, one writer);
+`ReviewQueue` is the one deployment that owns it. Resolved items export as training rows
+(`text,label,lang`) for `python -m models.build`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ray.serve.metrics import Counter, Gauge
+
+from deployments.config import ReviewConfig
+
+DEFAULT_OPTIONS = {
+    "name": "ReviewQueue",
+    "num_replicas": 1,
+    "max_ongoing_requests": 1024,
+    "ray_actor_options": {"num_cpus": 0},
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS review (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    ticket_id TEXT,
+    tenant TEXT,
+    text TEXT NOT NULL,
+    lang TEXT,
+    label TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    route TEXT NOT NULL,
+    model_version TEXT NOT NULL,
+    resolved_label TEXT,
+    resolved_at TEXT
+)
+"""
+FIELDS = ("request_id", "ticket_id", "tenant", "text", "lang", "label", "confidence", "route", "model_version")
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+class ReviewStore:
+    def __init__(self, path: str | Path, clock: Callable[[], str] = _utc_now):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit: every write is durable at once. The replica builds the store on one
+        # thread and serves from its event loop's; its methods are async, so one at a time.
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+        self._clock = clock
+
+    def add(self, items: list[dict[str, Any]]) -> list[int]:
+        now = self._clock()
+        ids = []
+        with self._db:  # one transaction per batch
+            for item in items:
+                values = [item.get(f) for f in FIELDS]
+                cur = self._db.execute(
+                    f"INSERT INTO review (created_at, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
+                    [now, *values],
+                )
+                ids.append(cur.lastrowid)
+        return ids
+
+    def items(self, status: str = "open", limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        where = {"open": "WHERE resolved_label IS NULL", "resolved": "WHERE resolved_label IS NOT NULL", "all": ""}
+        if status not in where:
+            raise ValueError(f"status={status!r}: one of {', '.join(where)}")
+        rows = self._db.execute(f"SELECT * FROM review {where[status]} ORDER BY id LIMIT ? OFFSET ?", (limit, offset))
+        return [dict(r) for r in rows]
+
+    def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
+        """Sets the correct label; None when no item has this id."""
+        cur = self._db.execute(
+            "UPDATE review SET resolved_label = ?, resolved_at = ? WHERE id = ?", (label, self._clock(), item_id)
+        )
+        if cur.rowcount == 0:
+            return None
+        return dict(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
+
+    def counts(self) -> dict[str, int]:
+        row = self._db.execute(
+            "SELECT COUNT(*) - COUNT(resolved_label) AS open, COUNT(resolved_label) AS resolved FROM review"
+        ).fetchone()
+        return {"open": row["open"], "resolved": row["resolved"]}
+
+    def training_rows(self) -> list[dict[str, str]]:
+        """Resolved items as rows for `models.build` (columns text, label, lang)."""
+        rows = self._db.execute("SELECT text, resolved_label, lang FROM review WHERE resolved_label IS NOT NULL ORDER BY id")
+        return [{"text": r["text"], "label": r["resolved_label"], "lang": r["lang"] or ""} for r in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class ReviewQueue:
+    def __init__(self, config: ReviewConfig, store: Callable[[str], ReviewStore] = ReviewStore):
+        self._store = store(config.store_path)
+        self._recorded = Counter("review_items_recorded_total", description="Answers recorded for review.")
+        self._open = Gauge("review_open_items", description="Review items not resolved yet.")
+        self._open.set(self._store.counts()["open"])
+
+    async def record(self, items: list[dict[str, Any]]) -> list[int]:
+        ids = self._store.add(items)
+        if ids:
+            self._recorded.inc(len(ids))
+        self._open.set(self._store.counts()["open"])
+        return ids
+
+    async def items(self, status: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        return self._store.items(status, limit, offset)
+
+    async def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
+        item = self._store.resolve(item_id, label)
+        self._open.set(self._store.counts()["open"])
+        return item
+
+    async def counts(self) -> dict[str, int]:
+        return self._store.counts()
+
+    async def training_rows(self) -> list[dict[str, str]]:
+        return self._store.training_rows()
+
+    async def ping(self) -> str:
+        return "ok"

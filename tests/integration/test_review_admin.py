@@ -1,0 +1,87 @@
+"""Review queue and admin API on a real graph: low-confidence answers flagged and recorded,
+the admin API refusing callers without the token, items surviving a restart of the graph."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from deployments.config import EDGE_OFF
+from tests.integration.conftest import classify_args, deploy, running, wait_healthy
+
+APP = "reviewed"
+TOKEN = "test-admin-token-4f2a"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TICKETS = [
+    "I was charged twice and the parcel never came, what now",
+    "hello, the thing I bought is kind of not what I wanted maybe",
+    "my account and my order both have problems since yesterday",
+    "can you help me with my purchase please",
+]
+
+
+@pytest.fixture(scope="module")
+def reviewed(ray_serve, default_model_dir, tmp_path_factory):
+    store = tmp_path_factory.mktemp("review") / "queue.sqlite3"
+    # Nearly every model answer is below 0.999: flagged and recorded.
+    args = classify_args(
+        default_model_dir,
+        topology="fused",
+        edge=EDGE_OFF,
+        review={"min_confidence": 0.999, "store_path": str(store)},
+        admin={"token": TOKEN},
+    )
+    with running(ray_serve, APP, args) as client:
+        yield client, args
+
+
+def test_admin_api_refuses_callers_without_the_token(reviewed):
+    client, _ = reviewed
+    calls = [("GET", "/admin/state"), ("GET", "/admin/review"), ("GET", "/admin/review/export"),
+             ("POST", "/admin/review/1/resolve")]  # fmt: skip
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        for method, path in calls:
+            r = client.request(method, path, headers=headers, json={"label": "cancel_order"})
+            assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", (method, path, headers)
+    assert client.get("/admin/state", headers=AUTH).status_code == 200
+
+
+def test_low_confidence_answers_are_flagged_recorded_and_resolved(reviewed):
+    client, _ = reviewed
+    answers = [client.post("/v1/classify", json={"text": t, "ticket_id": f"T-{i}"}).json() for i, t in enumerate(TICKETS)]
+    flagged = {a["request_id"]: a for a in answers if a["needs_review"]}
+    assert flagged and all(a["confidence"] < 0.999 for a in flagged.values())
+    assert all(not a["needs_review"] for a in answers if a["confidence"] >= 0.999)
+
+    items = client.get("/admin/review", headers=AUTH, params={"status": "all", "limit": 500}).json()["items"]
+    recorded = {i["request_id"]: i for i in items}
+    assert set(flagged) <= set(recorded)
+    first = recorded[next(iter(flagged))]
+    assert first["text"] in TICKETS and first["label"] == flagged[first["request_id"]]["label"]
+    assert first["model_version"] and first["ticket_id"].startswith("T-")
+
+    r = client.post(f"/admin/review/{first['id']}/resolve", headers=AUTH, json={"label": "nonsense"})
+    assert r.status_code == 422 and "cancel_order" in r.json()["error"]["message"]
+    assert client.post("/admin/review/999999/resolve", headers=AUTH, json={"label": "cancel_order"}).status_code == 404
+    r = client.post(f"/admin/review/{first['id']}/resolve", headers=AUTH, json={"label": "cancel_order"})
+    assert r.status_code == 200 and r.json()["resolved_label"] == "cancel_order"
+
+    export = client.get("/admin/review/export", headers=AUTH)
+    rows = list(csv.DictReader(io.StringIO(export.text)))
+    assert {"text": first["text"], "label": "cancel_order", "lang": "en"} in rows
+    state = client.get("/admin/state", headers=AUTH).json()
+    assert state["review"]["resolved"] >= 1 and state["model_version"]
+
+
+def test_review_items_survive_a_restart_of_the_graph(ray_serve, reviewed):
+    client, args = reviewed
+    client.post("/v1/classify", json={"text": "my order and my refund are both a mess"})
+    before = client.get("/admin/review", headers=AUTH, params={"status": "all", "limit": 500}).json()["items"]
+    assert before
+    ray_serve.delete(APP)
+    deploy(ray_serve, APP, args)
+    wait_healthy(client)
+    after = client.get("/admin/review", headers=AUTH, params={"status": "all", "limit": 500}).json()["items"]
+    assert after == before
