@@ -1,0 +1,101 @@
+"""Canary rollout judged by answers: which side a ticket goes to, and whether the canary
+is rolled back, held or promoted a step.
+
+The split hashes the ticket id, so one ticket always lands on the same side and raising
+the weight only moves tickets from stable to canary. A colouring header overrides it;
+in shadow mode stable answers and the canary's answers are only recorded. The judge
+compares the canary with stable on live traffic (answer agreement on shadowed or
+compared tickets, P99, error rate) and on the golden set (accuracy); any threshold
+broken rolls back to 0 % at once, all of them held for `hold_s` promote by
+`step_percent`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Side = Literal["stable", "canary"]
+COLORS: tuple[Side, ...] = ("stable", "canary")
+
+
+class CanaryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start_percent: float = Field(5.0, ge=0, le=100, description="canary traffic share when a rollout starts")
+    step_percent: float = Field(10.0, gt=0, le=100, description="added to the canary share at each promotion")
+    hold_s: float = Field(300.0, ge=0, description="every threshold must hold this long before a promotion")
+    min_compared: int = Field(50, ge=1, description="tickets both sides answered before agreement counts")
+    min_canary_answers: int = Field(50, ge=1, description="canary answers before its P99 and error rate count")
+    min_agreement: float = Field(0.9, ge=0, le=1, description="share of compared tickets both sides label alike")
+    max_golden_drop: float = Field(
+        0.03, ge=0, le=1, description="golden-set accuracy the canary may lose against stable"
+    )
+    max_p99_ratio: float = Field(1.5, gt=0, description="canary P99 / stable P99 allowed")
+    max_error_rate_percent: float = Field(1.0, ge=0, le=100, description="canary errors per answer allowed")
+
+
+def side_for(ticket_key: str, canary_percent: float, color: str | None = None) -> Side:
+    """`color` (the X-Traffic-Color header) wins when it names a side."""
+    if color in COLORS:
+        return color  # type: ignore[return-value]
+    point = int.from_bytes(hashlib.blake2b(ticket_key.encode(), digest_size=8).digest(), "big") / 2**64 * 100
+    return "canary" if point < canary_percent else "stable"
+
+
+@dataclass(frozen=True)
+class CanaryStats:
+    """What the controller has seen since the canary's share last changed."""
+
+    compared: int  # tickets answered by both sides (shadow or golden)
+    agreed: int
+    canary_answers: int
+    canary_errors: int
+    canary_p99_ms: float | None
+    stable_p99_ms: float | None
+    golden_canary_accuracy: float | None  # None: the golden set was not run against this canary yet
+    golden_stable_accuracy: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Literal["hold", "rollback", "promote", "complete"]
+    canary_percent: float
+    reason: str
+
+
+def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since: float, now: float) -> Decision:
+    """`canary_percent` is the current share, set at `since`. Broken thresholds are read
+    first (a rollback cannot wait for the hold time); a promotion needs every check to
+    have had its samples."""
+    c, s = config, stats
+    broken = []
+    if s.compared >= c.min_compared and s.agreed / s.compared < c.min_agreement:
+        broken.append(f"agreement {s.agreed / s.compared:.3f} < {c.min_agreement}")
+    golden = s.golden_canary_accuracy is not None and s.golden_stable_accuracy is not None
+    if golden and s.golden_stable_accuracy - s.golden_canary_accuracy > c.max_golden_drop:
+        broken.append(
+            f"golden accuracy {s.golden_canary_accuracy:.3f} vs stable {s.golden_stable_accuracy:.3f} "
+            f"(allowed drop {c.max_golden_drop})"
+        )
+    if s.canary_answers >= c.min_canary_answers:
+        error_rate = 100 * s.canary_errors / s.canary_answers
+        if error_rate > c.max_error_rate_percent:
+            broken.append(f"error rate {error_rate:.2f} % > {c.max_error_rate_percent} %")
+        if s.canary_p99_ms is not None and s.stable_p99_ms and s.canary_p99_ms / s.stable_p99_ms > c.max_p99_ratio:
+            broken.append(f"P99 {s.canary_p99_ms:.0f} ms vs stable {s.stable_p99_ms:.0f} ms (allowed x{c.max_p99_ratio})")
+    if broken:
+        return Decision("rollback", 0.0, "; ".join(broken))
+    if canary_percent <= 0:
+        return Decision("hold", 0.0, "no rollout")
+    sampled = s.compared >= c.min_compared and s.canary_answers >= c.min_canary_answers and golden
+    if not sampled:
+        return Decision("hold", canary_percent, "waiting for samples")
+    if now - since < c.hold_s:
+        return Decision("hold", canary_percent, f"holding {now - since:.0f} of {c.hold_s:.0f} s")
+    if canary_percent >= 100:
+        return Decision("complete", 100.0, "canary took all traffic with every check held")
+    return Decision("promote", min(100.0, canary_percent + c.step_percent), "every check held")

@@ -1,0 +1,81 @@
+"""Canary split and judge: determinism, proportions, colouring, every rollback reason,
+and promotion in steps only after every check held, on a fake clock."""
+
+import pytest
+
+from policies.canary import CanaryConfig, CanaryStats, judge, side_for
+
+KEYS = [f"ticket-{i}" for i in range(20_000)]
+
+
+def test_the_same_ticket_always_lands_on_the_same_side():
+    assert [side_for(k, 5) for k in KEYS[:500]] == [side_for(k, 5) for k in KEYS[:500]]
+
+
+@pytest.mark.parametrize("percent", [0, 5, 30, 100])
+def test_the_share_follows_the_weight(percent):
+    share = sum(side_for(k, percent) == "canary" for k in KEYS) / len(KEYS) * 100
+    assert abs(share - percent) < 1.0
+
+
+def test_raising_the_weight_only_moves_tickets_to_the_canary():
+    at5 = {k for k in KEYS if side_for(k, 5) == "canary"}
+    at15 = {k for k in KEYS if side_for(k, 15) == "canary"}
+    assert at5 < at15
+
+
+def test_the_colouring_header_overrides_the_split():
+    assert side_for("ticket-1", 0, "canary") == "canary"
+    assert side_for("ticket-1", 100, "stable") == "stable"
+    assert side_for("ticket-1", 0, "purple") == "stable"  # not a side: the hash decides
+
+
+CONFIG = CanaryConfig(hold_s=300, min_compared=50, min_canary_answers=50)
+GOOD = CanaryStats(compared=200, agreed=196, canary_answers=200, canary_errors=0, canary_p99_ms=110,
+                   stable_p99_ms=100, golden_canary_accuracy=0.85, golden_stable_accuracy=0.84)  # fmt: skip
+
+
+def stats(**kw) -> CanaryStats:
+    return CanaryStats(**{**vars(GOOD), **kw})
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (dict(agreed=150), "agreement 0.750"),
+        (dict(golden_canary_accuracy=0.70), "golden accuracy 0.700 vs stable 0.840"),
+        (dict(canary_errors=5), "error rate 2.50 %"),
+        (dict(canary_p99_ms=400), "P99 400 ms vs stable 100 ms"),
+    ],
+)
+def test_any_broken_threshold_rolls_back_at_once_and_says_why(bad, words):
+    d = judge(CONFIG, stats(**bad), canary_percent=15, since=0, now=1)
+    assert (d.action, d.canary_percent) == ("rollback", 0.0) and words in d.reason
+
+
+def test_thresholds_wait_for_their_samples():
+    few = stats(compared=10, agreed=2, canary_answers=10, canary_errors=5, canary_p99_ms=900)
+    d = judge(CONFIG, few, canary_percent=5, since=0, now=1000)
+    assert (d.action, d.canary_percent, d.reason) == ("hold", 5, "waiting for samples")
+    no_golden = stats(golden_canary_accuracy=None)
+    assert judge(CONFIG, no_golden, 5, since=0, now=1000).reason == "waiting for samples"
+
+
+def test_promotes_in_steps_after_the_hold_time_then_completes():
+    percent, since, now, path = CONFIG.start_percent, 0.0, 0.0, []
+    while True:
+        now += 60
+        d = judge(CONFIG, GOOD, percent, since, now)
+        if d.action == "promote":
+            assert now - since >= CONFIG.hold_s
+            percent, since = d.canary_percent, now
+            path.append(percent)
+        elif d.action == "complete":
+            break
+        else:
+            assert d.action == "hold" and "holding" in d.reason
+    assert path == [15, 25, 35, 45, 55, 65, 75, 85, 95, 100]
+
+
+def test_nothing_to_do_without_a_rollout():
+    assert judge(CONFIG, GOOD, canary_percent=0, since=0, now=10_000).action == "hold"
