@@ -71,7 +71,7 @@ class KVCacheManager:
             self._keys[tuple(ids)] = key
         self._shared = self._registry.shared_blocks(self._prefixes)
         self._registry.join(replica, capacity_tokens)
-        self._replicas.set(len(self._registry.snapshot()["replicas"]))
+        self._replicas.set(self._registry.replica_count())
         return [self._keys[ids] for ids in map(tuple, self._registry.warmup(replica)) if ids in self._keys]
 
     def report(self, replica: str, uses: list[PrefixUse], warmed: list[str]) -> bool:
@@ -99,7 +99,7 @@ class KVCacheManager:
             self._ttft_ms.append((use.hit, use.ttft_ms))
             self._totals["prompt_tokens"] += use.prompt_tokens
             self._totals["cached_tokens"] += use.cached_tokens
-        self._hot.set(self._registry.snapshot()["hot_prefixes"])
+        self._hot.set(self._registry.hot_prefixes())
         return True
 
     def holders(self, key: str, replicas: list[str]) -> dict[str, int] | None:
@@ -118,7 +118,7 @@ class KVCacheManager:
         for replica in replicas:
             self._registry.forget(replica)
             self._per_replica.pop(replica, None)
-        self._replicas.set(len(self._registry.snapshot()["replicas"]))
+        self._replicas.set(self._registry.replica_count())
 
     def snapshot(self) -> dict:
         """Registry state and hit counts since start: per replica, which prefix keys it served."""

@@ -130,6 +130,13 @@ class PrefixRegistry:
                 break
         return out
 
+    def replica_count(self) -> int:
+        return len(self._replicas)
+
+    def hot_prefixes(self) -> int:
+        """Hot prefixes, not blocks: a prefix is named by its last block."""
+        return sum(h in self._prompts for h in self._traffic.hot_keys())
+
     def forget(self, replica: str) -> None:
         """A replica went away: its cache went with it."""
         self._replicas.pop(replica, None)
@@ -138,6 +145,5 @@ class PrefixRegistry:
         return {
             "replicas": {r: s.snapshot()["all"] for r, s in self._replicas.items()},
             "traffic": self._traffic.snapshot()["all"],
-            # Hot prefixes, not blocks: a prefix is named by its last block.
-            "hot_prefixes": sum(h in self._prompts for h in self._traffic.hot_keys()),
+            "hot_prefixes": self.hot_prefixes(),
         }
