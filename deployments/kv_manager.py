@@ -18,6 +18,7 @@ from ray.serve.metrics import Counter, Gauge
 
 from deployments.config import KVCacheConfig
 from kv_partition.registry import PrefixRegistry
+from policies.window import nearest_rank
 
 TTFT_SAMPLES = 20_000  # most recent time-to-first-token readings kept for snapshot()
 
@@ -142,5 +143,4 @@ def _quantiles(values: Iterable[float]) -> dict[str, float | int]:
     ordered = sorted(values)
     if not ordered:
         return {"n": 0}
-    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"n": len(ordered), "p50": round(at(0.5), 1), "p99": round(at(0.99), 1)}
+    return {"n": len(ordered), "p50": round(nearest_rank(ordered, 0.5), 1), "p99": round(nearest_rank(ordered, 0.99), 1)}

@@ -6,6 +6,11 @@ import math
 from collections import deque
 
 
+def nearest_rank(ordered: list[float], q: float) -> float:
+    """The q-quantile (q in 0..1) of sorted, non-empty `ordered`, by nearest rank."""
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
+
+
 class LatencyWindow:
     def __init__(self, span_s: float, max_samples: int = 10_000):
         if span_s <= 0:
@@ -21,9 +26,7 @@ class LatencyWindow:
 
     def quantile_ms(self, q: float, now: float) -> float | None:
         values = sorted(ms for _, ms in self._recent(now))
-        if not values:
-            return None
-        return values[max(0, min(len(values) - 1, math.ceil(q * len(values)) - 1))]
+        return nearest_rank(values, q) if values else None
 
     def rate_per_s(self, now: float) -> float:
         return len(self._recent(now)) / self._span_s
