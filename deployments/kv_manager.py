@@ -67,10 +67,12 @@ class KVCacheManager:
     def join(self, replica: str, prefixes: dict[str, list[int]], capacity_tokens: int) -> list[str]:
         """A replica started (or the manager restarted): its prefixes and cache size; answers
         the keys of hot prefixes it should compute before taking traffic."""
+        known = dict(self._prefixes)
         for key, ids in prefixes.items():
             self._prefixes[key] = tuple(ids)
             self._keys[tuple(ids)] = key
-        self._shared = self._registry.shared_blocks(self._prefixes)
+        if self._prefixes != known:  # replicas usually join with the same prefixes: compare pairs once
+            self._shared = self._registry.shared_blocks(self._prefixes)
         self._registry.join(replica, capacity_tokens)
         self._replicas.set(self._registry.replica_count())
         return [self._keys[ids] for ids in map(tuple, self._registry.warmup(replica)) if ids in self._keys]
