@@ -8,6 +8,7 @@ from ray.serve import Application
 from deployments import (
     antispam,
     breaker,
+    canary,
     edge_router,
     ingress,
     kv_manager,
@@ -20,8 +21,10 @@ from deployments import (
 from deployments.config import AppConfig
 from deployments.local import InProcessEdge
 
-MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review)
-DEPLOYMENT_NAMES = tuple(m.DEFAULT_OPTIONS["name"] for m in MODULES)
+MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review, canary)
+# The canary side is a second deployment of ModelReplica under its own name.
+CANARY_MODEL = "CanaryModelReplica"
+DEPLOYMENT_NAMES = (*(m.DEFAULT_OPTIONS["name"] for m in MODULES), CANARY_MODEL)
 
 
 def build_app(args: dict | None = None) -> Application:
@@ -36,6 +39,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         (breaker, "the breaker state all callers share"),
         (kv_manager, "the registry of every replica's prefixes"),
         (review, "the review queue's SQLite file (one writer)"),
+        (canary, "the rollout's split and judge"),
     )
     for single, holds in singles:
         name = single.DEFAULT_OPTIONS["name"]
@@ -59,15 +63,27 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
     optional = {"kv_cache_manager": kv} if kv is not None else {}
     if config.review.enabled:
         optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config.review)
+    side = None
+    if config.rollout.canary_model_dir is not None:
+        # Same replica class and settings, the canary's model; Serve's default router, no KV manager.
+        engine = config.model.engine.model_copy(update={"model_dir": config.rollout.canary_model_dir})
+        side = deployment(model_replica.ModelReplica, {**model_replica.DEFAULT_OPTIONS, "name": CANARY_MODEL}).bind(
+            config.model.model_copy(update={"engine": engine})
+        )
+        optional["canary_model"] = side
+    controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(config.rollout, model, side)
+    optional["canary_controller"] = controller
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
     front = deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS)
     if config.topology == "fused":
-        stages = InProcessEdge(config.antispam, config.edge, config.tokenizer, config.breaker, config.retry, model_dir)
+        stages = InProcessEdge(
+            config.antispam, config.edge, config.tokenizer, config.breaker, config.retry, model_dir, config.rollout
+        )
         nodes = {"rate_limiter": limiter, "model": model, **optional}
         return front.bind(config.ingress, None, nodes, stages, shared_breaker, config.review, config.admin)
     tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
     edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
-        config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry
+        config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry, controller, side, config.rollout
     )
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
     nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model, **optional}

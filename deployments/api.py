@@ -57,6 +57,8 @@ class Ticket:
     client: str = "unknown"  # caller's address: the rate-limit key of anonymous requests
     tier_header: str | None = None
     lang_hint: str | None = None
+    ticket_id: str | None = None  # the canary split's key (else request_id)
+    color: str | None = None  # the colouring header: a model side asked for by name
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ class ClassifyRequest(BaseModel):
     text: str = Field(description="the ticket text (up to the configured limit, 10,000 characters by default)")
     user_id: str | None = Field(None, max_length=256, description="end user, for rate limits")
     tenant: str | None = Field(None, max_length=256, description="customer tenant, isolates caches")
-    ticket_id: str | None = Field(None, max_length=256, description="caller's ticket id, echoed in logs")
+    ticket_id: str | None = Field(
+        None, max_length=256, description="caller's ticket id: the same id always lands on the same model side"
+    )
     lang: str | None = Field(None, max_length=16, description="language hint (BCP 47), e.g. en, zh, ja")
 
 
@@ -112,9 +116,28 @@ class ClassifyResponse(BaseModel):
 
 
 class ResolveRequest(BaseModel):
+    """{"label": intent}: the correct intent of a review item."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
     label: str = Field(description="the correct intent: one of GET /v1/labels")
+
+
+class SplitRequest(BaseModel):
+    """{"percent": 0-100, "shadow": bool}: either or both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    percent: float | None = Field(None, ge=0, le=100, description="canary share of tickets, 0-100")
+    shadow: bool | None = Field(None, description="the canary answers copies only; stable answers are returned")
+
+
+class RollbackRequest(BaseModel):
+    """{"reason": text}, optional: recorded in the rollout history."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str = Field("operator", max_length=500, description="recorded in the rollout history")
 
 
 class BatchRequest(BaseModel):

@@ -22,6 +22,7 @@ from kv_partition.registry import RegistryConfig
 from policies.admission import AdmissionConfig
 from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
+from policies.canary import CanaryConfig
 from policies.language import LanguageConfig
 from policies.rate_limit import DuplicateConfig, RateLimitConfig
 from policies.reclaim import ReclaimConfig
@@ -57,6 +58,9 @@ class IngressConfig(_Strict):
     )
     tier_header: str = Field(
         "x-user-tier", description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)"
+    )
+    color_header: str = Field(
+        "x-traffic-color", description="header sending a ticket to one model side (stable or canary), whatever the split"
     )
 
 
@@ -190,6 +194,32 @@ class ReviewConfig(_Strict):
     )
 
 
+class RolloutConfig(_Strict):
+    canary_model_dir: ProjectPath | None = Field(
+        None, description="model of the canary side, served next to model.engine.model_dir (stable); null: no canary"
+    )
+    shadow: bool = Field(
+        False, description="the canary answers a copy of its share of tickets; stable answers are returned"
+    )
+    policy: CanaryConfig = Field(default_factory=CanaryConfig, description="split, judging thresholds and steps")
+    judge_interval_s: float = Field(5.0, gt=0, description="how often the controller judges the canary")
+    golden_file: ProjectPath = Field(
+        "models/data/golden.csv", description="golden set both sides answer before the canary is judged"
+    )
+    golden_tickets: int = Field(
+        0, ge=0, description="golden tickets asked per comparison, spread evenly over the file; 0: all"
+    )
+    sync_interval_ms: float = Field(
+        500.0, gt=0, description="callers fetch the split and send their answer counts this often, in one call"
+    )
+    call_timeout_ms: float = Field(
+        1000.0, gt=0, description="after this without the controller's answer callers send every ticket to stable"
+    )
+    state_path: ProjectPath = Field(
+        "var/canary.json", description="where the rollout's share, status and history survive a controller restart"
+    )
+
+
 class AdminConfig(_Strict):
     token: SecretStr | None = Field(
         None, description="bearer token of the /admin API; prefer token_env (config files end up in logs and repos)"
@@ -222,6 +252,9 @@ class AppConfig(_Strict):
         default_factory=KVCacheConfig, description="KV-cache manager and prefix-affinity routing of model calls"
     )
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="review queue of low-confidence answers")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig, description="blue-green model sides: canary split, judging, rollback"
+    )
     admin: AdminConfig = Field(default_factory=AdminConfig, description="the /admin API")
 
     @model_validator(mode="after")

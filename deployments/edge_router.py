@@ -12,7 +12,8 @@ from ray.serve.metrics import Counter, Gauge
 
 from deployments.api import Answer, Refusal, Ticket
 from deployments.breaker import BreakerView
-from deployments.config import EdgeConfig
+from deployments.canary import CanaryView
+from deployments.config import EdgeConfig, RolloutConfig
 from deployments.model_path import GiveUp, ModelPath
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
@@ -60,9 +61,14 @@ class EdgeRouter:
         breaker: DeploymentHandle,
         breaker_config: BreakerConfig,
         retry: RetryConfig,
+        controller: DeploymentHandle | None = None,
+        canary: DeploymentHandle | None = None,
+        rollout: RolloutConfig | None = None,
         identify_factory: Callable[[], Identify] = py3langid_identifier,
         clock: Callable[[], float] = time.monotonic,
     ):
+        """`controller` owns the rollout and the result caches' epoch; `canary` is the
+        second model side it splits tickets to."""
         self._config = config
         self._clock = clock
         view = (
@@ -70,7 +76,18 @@ class EdgeRouter:
             if breaker_config.enabled
             else None
         )
-        self._model_path = ModelPath(tokenizer, model, view, retry, clock)
+        rollout = rollout or RolloutConfig()
+        split = None
+        if controller is not None:
+            split = CanaryView(controller, rollout.sync_interval_ms / 1000, rollout.call_timeout_ms / 1000)
+            await split.start()
+        same_tokens = canary is None or (
+            (await canary.tokenizer_info.remote()).tokenizer_hash == (await model.tokenizer_info.remote()).tokenizer_hash
+        )
+        self._model_path = ModelPath(
+            tokenizer, model, view, retry, clock, canary=canary, split=split, canary_takes_tokens=same_tokens
+        )
+        self._epoch = 0
         self._identify = identify_factory()
         self._model_dir = model_dir
         info = await model.labels.remote()
@@ -124,25 +141,36 @@ class EdgeRouter:
                 "unsupported_language",
                 f"the ticket reads as {lang.language!r}; served languages are {', '.join(c.language.supported)}",
             )
-        if c.cache_enabled and (hit := self._cache.get(_cache_key(ticket, self._model_version), self._clock())):
-            return self._answer(hit[0], hit[1], "cache", lang.language)
+        split = self._model_path.split
+        if split is not None and split.epoch != self._epoch:
+            self._epoch = split.epoch
+            self._cache.clear()
+        side, shadow = self._model_path.route(ticket.ticket_id or ticket.request_id, ticket.color)
+        version = self._model_version if side == "stable" else split.canary_version
+        if c.cache_enabled and (hit := self._cache.get(_cache_key(ticket, version), self._clock())):
+            return self._answer(hit[0], hit[1], "cache", lang.language, model_version=version)
         if self._templates and (template := self._templates.match(ticket.text, lang.language)):
             return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
-        if self._pre_classifier is not None:
+        # The pre-classifier is built with the stable model: canary tickets are the canary's to answer.
+        if self._pre_classifier is not None and side == "stable":
             guess = self._pre_classifier.predict(ticket.text)
             if guess.label in self._edge_intents and guess.confidence >= c.pre_classifier_min_confidence:
                 return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
-        result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant)
+        result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
         if isinstance(result, GiveUp):
             return self._fallback(ticket, lang.language, result)
-        if result["model_version"] != self._model_version:
+        answered_by = result.get("side", "stable")
+        if answered_by == "stable" and result["model_version"] != self._model_version:
             self._on_new_model(result["model_version"])
-        if c.cache_enabled:
+        # A rolled-back canary's answers were dropped from every cache; none may come back.
+        if c.cache_enabled and (answered_by == "stable" or split.cache_canary_answers):
             self._cache.put(
                 _cache_key(ticket, result["model_version"]), (result["label"], result["confidence"]), self._clock()
             )
             self._cache_size.set(len(self._cache))
-        return self._answer(result["label"], result["confidence"], "model", lang.language)
+        return self._answer(
+            result["label"], result["confidence"], "model", lang.language, model_version=result["model_version"]
+        )
 
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
@@ -167,12 +195,14 @@ class EdgeRouter:
         language: str,
         answer_id: str | None = None,
         degraded: bool = False,
+        model_version: str | None = None,
     ) -> Answer:
+        """`model_version`: of the side that answered; default stable's."""
         self._routes.inc(tags={"route": route})
-        return Answer(label, confidence, route, self._model_version, language, answer_id, degraded)
+        return Answer(label, confidence, route, model_version or self._model_version, language, answer_id, degraded)
 
     def _on_new_model(self, version: str) -> None:
-        """The replica was redeployed under us: no answer of the old model may be served again."""
+        """The stable replica was redeployed under us: no answer of the old model may be served again."""
         logger.info("model version changed from %s to %s; result cache cleared", self._model_version, version)
         self._model_version = version
         self._cache.clear()

@@ -11,10 +11,10 @@ import time
 import uuid
 from typing import Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from ray import serve
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
@@ -30,6 +30,8 @@ from deployments.api import (
     ClassifyResponse,
     ErrorBody,
     ResolveRequest,
+    RollbackRequest,
+    SplitRequest,
     Ticket,
     describe_validation_errors,
     normalize_text,
@@ -41,9 +43,10 @@ from policies.window import LatencyWindow
 
 logger = logging.getLogger("ray.serve")
 
-# Nodes the graph answers without (model requests fall back to Serve's default routing):
-# /healthz stays 200, with status "degraded", while they are down.
-OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue"})
+# Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
+# are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
+# stable side (canary controller, canary model).
+OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controller", "canary_model"})
 
 DEFAULT_OPTIONS = {
     "name": "Ingress",
@@ -75,7 +78,7 @@ class Ingress:
         (and "model" for /v1/labels). With `in_process` (topology fused) the edge stages are
         built here instead, on `nodes`' rate limiter and model and on `breaker`."""
         if in_process is not None:
-            local = await in_process.build(nodes["rate_limiter"], nodes["model"], breaker)
+            local = await in_process.build(nodes, breaker)
             first, nodes = local["antispam"], {**local, **nodes}
         self._config = config
         self._first = first
@@ -106,7 +109,7 @@ class Ingress:
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
-        context = _context(request, self._config.tier_header)
+        context = _context(request, self._config)
         answer = await self._answer(body, _request_id(request), time.perf_counter(), context)
         if isinstance(answer, ApiError):
             return _error_response(answer)
@@ -121,7 +124,7 @@ class Ingress:
             )
         start = time.perf_counter()
         request_id = _request_id(request)
-        context = _context(request, self._config.tier_header)
+        context = _context(request, self._config)
         answers = await asyncio.gather(
             *(self._answer(ticket, f"{request_id}-{i}", start, context) for i, ticket in enumerate(body.tickets))
         )
@@ -203,6 +206,8 @@ class Ingress:
             client=context["client"],
             tier_header=context["tier_header"],
             lang_hint=body.lang or context["accept_language"],
+            ticket_id=body.ticket_id,
+            color=context["color"],
         )
         response = self._first.classify.remote(ticket)
         try:
@@ -280,8 +285,54 @@ class Ingress:
             "admission_limit": self._admission.limit,
             "in_flight": self._ongoing,
             "review": review,
+            "rollout": await self._rollout_state(),
             "nodes": sorted(self._nodes),
         }
+
+    async def _rollout_state(self) -> dict[str, Any] | None:
+        if "canary_controller" not in self._nodes:
+            return None
+        try:
+            return await asyncio.wait_for(self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s)
+        except Exception as e:  # the rest of the state is still worth showing
+            return {"error": type(e).__name__}
+
+    def _controller(self) -> DeploymentHandle:
+        controller = self._nodes.get("canary_controller")
+        if controller is None:
+            raise ApiError(404, "not_found", "this graph has no canary controller")
+        return controller
+
+    async def _rollout(self, action: str, *args: Any) -> dict[str, Any]:
+        controller = self._controller()
+        if (await controller.state.remote())["status"] == "none":
+            raise ApiError(409, "no_canary", "no canary model is deployed (rollout.canary_model_dir is null)")
+        return await getattr(controller, action).remote(*args)
+
+    async def admin_rollout_split(
+        self, request: Request, body: Any = Body(None, description=SplitRequest.__doc__)
+    ) -> dict[str, Any]:
+        """Sets the canary's share and/or shadow mode; the judge goes on from there."""
+        self._authorize(request)
+        body = _admin_body(SplitRequest, body)
+        if body.percent is None and body.shadow is None:
+            raise ApiError(422, "invalid_request", "give percent (0-100), shadow (true/false) or both")
+        return await self._rollout("set_split", body.percent, body.shadow)
+
+    async def admin_rollout_promote(self, request: Request) -> dict[str, Any]:
+        self._authorize(request)
+        return await self._rollout("promote")
+
+    async def admin_rollout_rollback(
+        self, request: Request, body: Any = Body(None, description=RollbackRequest.__doc__)
+    ) -> dict[str, Any]:
+        self._authorize(request)
+        return await self._rollout("rollback", _admin_body(RollbackRequest, body or {}).reason)
+
+    async def admin_cache_flush(self, request: Request) -> dict[str, Any]:
+        """Every edge router drops its result cache at its next sync with the controller."""
+        self._authorize(request)
+        return await self._controller().flush_caches.remote()
 
     async def admin_review_items(
         self, request: Request, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
@@ -290,8 +341,11 @@ class Ingress:
         limit, offset = max(1, min(limit, 500)), max(0, offset)
         return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
 
-    async def admin_review_resolve(self, item_id: int, body: ResolveRequest, request: Request) -> dict[str, Any]:
+    async def admin_review_resolve(
+        self, item_id: int, request: Request, body: Any = Body(None, description=ResolveRequest.__doc__)
+    ) -> dict[str, Any]:
         self._authorize(request)
+        body = _admin_body(ResolveRequest, body)
         labels = await self._nodes["model"].labels.remote()
         allowed = [entry["name"] for entry in labels["labels"]]
         if body.label not in allowed:
@@ -328,17 +382,28 @@ class _JsonBodies:
         await self.app(scope, receive, send)
 
 
+def _admin_body(model: type[BaseModel], body: Any) -> Any:
+    """Admin bodies are checked after the token: a caller without it learns nothing, not
+    even which fields exist."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        raise ApiError(422, "invalid_request", describe_validation_errors(e.errors())) from None
+
+
 def _request_id(request: Request) -> str:
     """Serve's own id (the client's X-Request-ID, or one its proxy made), so logs correlate."""
     return request.headers.get("x-request-id") or uuid.uuid4().hex
 
 
-def _context(request: Request, tier_header: str) -> dict[str, Any]:
+def _context(request: Request, config: IngressConfig) -> dict[str, Any]:
     """What the graph needs from the HTTP request besides the body."""
     accept = request.headers.get("accept-language")
+    color = request.headers.get(config.color_header)
     return {
         "client": request.client.host if request.client else "unknown",
-        "tier_header": request.headers.get(tier_header),
+        "tier_header": request.headers.get(config.tier_header),
+        "color": color.strip().lower() if color else None,
         # First tag of "ja-JP,ja;q=0.9,en;q=0.8"; only a hint for language detection.
         "accept_language": accept.split(",")[0].split(";")[0].strip() or None if accept else None,
     }
@@ -380,7 +445,7 @@ def make_ingress(cls: type = Ingress) -> type:
         return _error_response(ApiError(500, "internal_error", type(e).__name__))
 
     error_responses = {status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)}
-    admin_responses = {status: {"model": ErrorBody} for status in (401, 404, 422)}
+    admin_responses = {status: {"model": ErrorBody} for status in (401, 404, 409, 422)}
     routes = {
         "classify": app.post("/v1/classify", response_model=ClassifyResponse, responses=error_responses),
         "classify_batch": app.post("/v1/classify/batch", response_model=BatchResponse, responses=error_responses),
@@ -390,6 +455,10 @@ def make_ingress(cls: type = Ingress) -> type:
         "admin_review_items": app.get("/admin/review", responses=admin_responses),
         "admin_review_resolve": app.post("/admin/review/{item_id}/resolve", responses=admin_responses),
         "admin_review_export": app.get("/admin/review/export", responses=admin_responses),
+        "admin_rollout_split": app.post("/admin/rollout", responses=admin_responses),
+        "admin_rollout_promote": app.post("/admin/rollout/promote", responses=admin_responses),
+        "admin_rollout_rollback": app.post("/admin/rollout/rollback", responses=admin_responses),
+        "admin_cache_flush": app.post("/admin/cache/flush", responses=admin_responses),
     }
     decorated = {name: route(getattr(cls, name)) for name, route in routes.items()}
     return serve.ingress(app)(type(cls.__name__, (cls,), decorated))

@@ -17,7 +17,12 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 
 from deployments.antispam import AntiSpam
-from deployments.config import AntiSpamConfig, EdgeConfig, TokenizerConfig
+from deployments.config import (
+    AntiSpamConfig,
+    EdgeConfig,
+    RolloutConfig,
+    TokenizerConfig,
+)
 from deployments.edge_router import EdgeRouter
 from deployments.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
@@ -67,14 +72,18 @@ class InProcessEdge:
     breaker: BreakerConfig
     retry: RetryConfig
     model_dir: str
+    rollout: RolloutConfig
 
-    async def build(
-        self, limiter: DeploymentHandle, model: DeploymentHandle, breaker: DeploymentHandle
-    ) -> dict[str, LocalHandle]:
-        """antispam -> edge_router -> tokenizer, as handles; "antispam" takes every ticket."""
+    async def build(self, nodes: dict[str, DeploymentHandle], breaker: DeploymentHandle) -> dict[str, LocalHandle]:
+        """antispam -> edge_router -> tokenizer, as handles, on `nodes`' rate limiter, model
+        sides and canary controller; "antispam" takes every ticket."""
+        model = nodes["model"]
         tokenizer = LocalHandle(await construct(Tokenizer, self.tokenizer, model, self.model_dir))
         edge = LocalHandle(
-            await construct(EdgeRouter, self.edge, tokenizer, model, self.model_dir, breaker, self.breaker, self.retry)
+            await construct(
+                EdgeRouter, self.edge, tokenizer, model, self.model_dir, breaker, self.breaker, self.retry,
+                nodes.get("canary_controller"), nodes.get("canary_model"), self.rollout,
+            )  # fmt: skip
         )
-        antispam = LocalHandle(await construct(AntiSpam, self.antispam, limiter, edge))
+        antispam = LocalHandle(await construct(AntiSpam, self.antispam, nodes["rate_limiter"], edge))
         return {"antispam": antispam, "edge_router": edge, "tokenizer": tokenizer}

@@ -1,7 +1,9 @@
-"""The graph's one caller of the model replica: tokenize, then predict, under the shared
-breaker, the retry matrix and the retry budget.
+"""The graph's one caller of the model replicas: tokenize, then predict, under the shared
+breaker, the retry matrix and the retry budget; with a canary deployed, on the side the
+split picks.
 
-Retrying here and nowhere else keeps retries from multiplying across layers.
+Retrying here and nowhere else keeps retries from multiplying across layers. A canary
+that fails a ticket hands it to stable (counted against the canary, not the breaker).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from ray.serve.metrics import Counter
 
 from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.breaker import BreakerView
+from deployments.canary import CanaryView
+from policies.canary import Side
 from policies.retry import Cause, RetryBudget, RetryConfig, next_step
 
 logger = logging.getLogger("ray.serve")
@@ -52,9 +56,17 @@ class ModelPath:
         retry: RetryConfig,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        canary: DeploymentHandle | None = None,
+        split: CanaryView | None = None,
+        canary_takes_tokens: bool = True,
     ):
+        """`canary_takes_tokens`: the canary shares stable's tokenizer (else it gets raw text)."""
         self._tokenizer = tokenizer
         self._model = model
+        self._canary = canary
+        self.split = split
+        self._canary_takes_tokens = canary_takes_tokens
+        self._shadows: set[asyncio.Task] = set()
         self._breaker = breaker
         self._retry = retry
         self._budget = RetryBudget(retry)
@@ -73,10 +85,24 @@ class ModelPath:
         self._tokenizer_fallbacks = Counter(
             "tokenizer_unreachable_total", description="Tickets sent as raw text because the tokenizer did not answer."
         )
+        self._sides = Counter(
+            "canary_side_calls_total",
+            description="Model calls by side (stable, canary, shadow) and outcome (ok, failed).",
+            tag_keys=("side", "outcome"),
+        )
 
-    async def classify(self, text: str, request_id: str, tenant: str | None = None) -> dict[str, Any] | GiveUp:
+    def route(self, ticket_key: str, color: str | None) -> tuple[Side, bool]:
+        """(side that answers, whether the canary answers a shadow copy too)."""
+        if self.split is None or self._canary is None:
+            return "stable", False
+        return self.split.route(ticket_key, color)
+
+    async def classify(
+        self, text: str, request_id: str, tenant: str | None = None, side: Side = "stable", shadow: bool = False
+    ) -> dict[str, Any] | GiveUp:
         """`tenant` picks the tenant's instruction prefix (generate mode) and, with the
-        KV-cache manager on, the replica holding it: the request router reads it."""
+        KV-cache manager on, the replica holding it: the request router reads it.
+        A canary answer carries "side": "canary"."""
         action = await self._breaker.acquire() if self._breaker else "pass"
         if action in ("fallback", "reject_new"):
             reason = "breaker_open" if action == "fallback" else "breaker_reject_new"
@@ -84,6 +110,44 @@ class ModelPath:
             return GiveUp("degraded" if action == "fallback" else "reject", reason)
         self._budget.record_request(self._clock())
         prompt = await self._tokenize(text)
+        if self._canary is None or self.split is None:
+            return await self._ask_stable(prompt, request_id, tenant)
+        canary_prompt = prompt if self._canary_takes_tokens else text
+        if side == "canary":
+            answer = await self._ask_canary(canary_prompt, request_id, tenant, "canary")
+            if answer is not None:
+                return {**answer, "side": "canary"}
+            return await self._ask_stable(prompt, request_id, tenant)
+        if not shadow:
+            return await self._ask_stable(prompt, request_id, tenant)
+        copy = asyncio.ensure_future(self._ask_canary(canary_prompt, f"{request_id}-shadow", tenant, "shadow"))
+        result = await self._ask_stable(prompt, request_id, tenant)
+        compare = asyncio.ensure_future(self._compare(copy, result))
+        self._shadows.add(compare)  # held until done: the loop keeps only weak references to tasks
+        compare.add_done_callback(self._shadows.discard)
+        return result
+
+    async def _ask_canary(
+        self, prompt: list[int] | str, request_id: str, tenant: str | None, kind: str
+    ) -> dict[str, Any] | None:
+        start = self._clock()
+        try:
+            answer = await self._canary.predict.remote(prompt, request_id, tenant=tenant)
+        except Exception as e:
+            logger.warning("canary call failed: %s", type(e).__name__)
+            self._sides.inc(tags={"side": kind, "outcome": "failed"})
+            self.split.record("canary", 0.0, failed=True)
+            return None
+        self._sides.inc(tags={"side": kind, "outcome": "ok"})
+        self.split.record("canary", (self._clock() - start) * 1000, failed=False)
+        return answer
+
+    async def _compare(self, copy: Awaitable[dict[str, Any] | None], stable: dict[str, Any] | GiveUp) -> None:
+        answer = await copy
+        if answer is not None and not isinstance(stable, GiveUp):
+            self.split.record_shadow(answer["label"] == stable["label"])
+
+    async def _ask_stable(self, prompt: list[int] | str, request_id: str, tenant: str | None) -> dict[str, Any] | GiveUp:
         tries = 0
         while True:
             tries += 1
@@ -92,6 +156,7 @@ class ModelPath:
                 result = await self._model.predict.remote(prompt, request_id, tenant=tenant)
             except Exception as e:
                 cause = failure_cause(e)
+                self._sides.inc(tags={"side": "stable", "outcome": "failed"})
                 if self._breaker and cause != "throttled":
                     # A full queue is the bound doing its job, not a sick replica.
                     self._breaker.record(True, (self._clock() - start) * 1000)
@@ -105,6 +170,9 @@ class ModelPath:
                 continue
             if self._breaker:
                 self._breaker.record(False, (self._clock() - start) * 1000)
+            if self.split is not None:
+                self.split.record("stable", (self._clock() - start) * 1000, failed=False)
+            self._sides.inc(tags={"side": "stable", "outcome": "ok"})
             return result
 
     def _give_up(self, reason: str) -> None:

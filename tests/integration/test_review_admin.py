@@ -40,12 +40,23 @@ def reviewed(ray_serve, default_model_dir, tmp_path_factory):
 def test_admin_api_refuses_callers_without_the_token(reviewed):
     client, _ = reviewed
     calls = [("GET", "/admin/state"), ("GET", "/admin/review"), ("GET", "/admin/review/export"),
-             ("POST", "/admin/review/1/resolve")]  # fmt: skip
+             ("POST", "/admin/review/1/resolve"), ("POST", "/admin/rollout"), ("POST", "/admin/rollout/promote"),
+             ("POST", "/admin/rollout/rollback"), ("POST", "/admin/cache/flush")]  # fmt: skip
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         for method, path in calls:
             r = client.request(method, path, headers=headers, json={"label": "cancel_order"})
             assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", (method, path, headers)
     assert client.get("/admin/state", headers=AUTH).status_code == 200
+
+
+def test_rollout_actions_need_a_canary_but_caches_flush_without_one(reviewed):
+    client, _ = reviewed
+    assert client.get("/admin/state", headers=AUTH).json()["rollout"]["status"] == "none"
+    for path, body in (("/admin/rollout", {"percent": 5}), ("/admin/rollout/promote", None), ("/admin/rollout/rollback", None)):
+        r = client.post(path, headers=AUTH, json=body)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "no_canary", path
+    first = client.post("/admin/cache/flush", headers=AUTH).json()["epoch"]
+    assert client.post("/admin/cache/flush", headers=AUTH).json()["epoch"] == first + 1
 
 
 def test_low_confidence_answers_are_flagged_recorded_and_resolved(reviewed):
