@@ -105,6 +105,11 @@ def test_routing_survives_a_manager_restart(ray_serve, kv_graph):
             assert time.monotonic() < deadline, "the KV-cache manager did not come back"
             time.sleep(1)
     assert snap["totals"]["uses"] <= 8  # a fresh registry: at most the requests sent while it was down
+    # Both replicas rejoin at their next report; until then the holders of a prefix can
+    # change under the routers (a busy machine makes that take seconds).
+    while len(manager_snapshot(ray_serve)["replicas"]) < 2:
+        assert time.monotonic() < deadline + 30, "the model replicas did not rejoin the manager"
+        time.sleep(0.3)
     time.sleep(1.5)  # routers ask again after manager_retry_s; the last reports arrive
     snap = manager_snapshot(ray_serve)
     send_round(kv_graph, rounds=4)

@@ -17,11 +17,12 @@ def fused(ray_serve, default_model_dir):
         yield client
 
 
-def test_fused_graph_runs_five_deployments_and_reports_every_stage(fused):
+def test_fused_graph_runs_six_deployments_and_reports_every_stage(fused):
     deployments = set(serve.status().applications[APP].deployments)
-    assert deployments == {"Ingress", "RateLimiter", "ModelReplica", "Breaker", "ReviewQueue"}
+    assert deployments == {"Ingress", "RateLimiter", "ModelReplica", "Breaker", "ReviewQueue", "CanaryController"}
     nodes = fused.get("/healthz").json()["nodes"]
-    assert set(nodes) == {"ingress", "antispam", "edge_router", "tokenizer", "rate_limiter", "model", "review_queue"}
+    assert set(nodes) == {"ingress", "antispam", "edge_router", "tokenizer", "rate_limiter", "model", "review_queue",
+                          "canary_controller"}  # fmt: skip
     assert set(nodes.values()) == {"ok"}
 
 
