@@ -1,0 +1,155 @@
+"""Bounded load for the reliability tests, every request's end classified.
+
+An answer is `ok` (200), `refused` (429 or 503 with Retry-After: the contract's way of
+saying "not now"), `unexpected` (any other status, or a refusal without Retry-After),
+`lost` (the connection failed: no answer at all) or `hung` (no answer within the
+client's timeout, which is longer than the service's own request budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+
+from loadtest.mix import TicketMix
+
+
+def ticket_bodies(n: int, seed: int = 0, user_prefix: str = "user") -> list[dict]:
+    """The load-test mix (templated, regular and complex tickets; repeats included)."""
+    rng = random.Random(seed)
+    mix = TicketMix.load()
+    return [{"text": mix.draw(rng).text, "ticket_id": f"{user_prefix}-t{i}", "user_id": f"{user_prefix}-{i % 64}"}
+            for i in range(n)]  # fmt: skip
+
+
+@dataclass
+class Outcomes:
+    counts: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)
+    ok_ms: list[float] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)  # a few unexpected answers, to read
+    timeline: list[tuple[float, str]] = field(default_factory=list)  # (seconds since start, kind)
+
+    def add(self, kind: str, at_s: float, status: int | None = None, ms: float | None = None, note: str = "") -> None:
+        self.counts[kind] += 1
+        self.timeline.append((round(at_s, 3), kind))
+        if status is not None:
+            self.statuses[status] += 1
+        if kind == "ok" and ms is not None:
+            self.ok_ms.append(ms)
+        if kind in ("unexpected", "lost") and len(self.samples) < 20:
+            self.samples.append(f"{status}: {note[:300]}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def p(self, q: float) -> float | None:
+        if not self.ok_ms:
+            return None
+        ordered = sorted(self.ok_ms)
+        return round(ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))], 1)
+
+    def summary(self) -> dict:
+        failed = self.counts["unexpected"] + self.counts["lost"] + self.counts["hung"]
+        return {
+            "requests": self.total,
+            **{k: self.counts[k] for k in ("ok", "refused", "unexpected", "lost", "hung")},
+            "error_rate_percent": round(100 * failed / max(1, self.total), 3),
+            "p50_ok_ms": self.p(0.5),
+            "p99_ok_ms": self.p(0.99),
+            "statuses": dict(self.statuses),
+            "samples": self.samples,
+        }
+
+
+async def send(client: httpx.AsyncClient, body: dict, out: Outcomes, began: float, headers: dict | None = None) -> None:
+    start = time.perf_counter()
+    try:
+        r = await client.post("/v1/classify", json=body, headers=headers or {})
+    except httpx.TimeoutException:
+        out.add("hung", start - began)
+        return
+    except httpx.HTTPError as e:
+        out.add("lost", start - began, note=type(e).__name__)
+        return
+    ms = (time.perf_counter() - start) * 1000
+    if r.status_code == 200:
+        out.add("ok", start - began, 200, ms)
+    elif r.status_code in (429, 503) and r.headers.get("retry-after"):
+        out.add("refused", start - began, r.status_code)
+    else:
+        out.add("unexpected", start - began, r.status_code, note=r.text)
+
+
+def client(base_url: str, timeout_s: float, connections: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, limits=limits)
+
+
+async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: float, timeout_s: float,
+                      out: Outcomes | None = None, began: float | None = None) -> Outcomes:  # fmt: skip
+    """`users` clients, each sending its next ticket when the last is answered."""
+    out = out or Outcomes()
+    began = began or time.perf_counter()
+    deadline = time.perf_counter() + seconds
+    async with client(base_url, timeout_s, users) as c:
+
+        async def user(k: int) -> None:
+            i = k
+            while time.perf_counter() < deadline:
+                await send(c, bodies[i % len(bodies)], out, began)
+                i += users
+
+        await asyncio.gather(*(user(k) for k in range(users)))
+    return out
+
+
+async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, float]], timeout_s: float,
+                    max_in_flight: int) -> tuple[Outcomes, list[dict]]:  # fmt: skip
+    """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
+    (a capped number in flight: past it an arrival counts as lost on the client side and
+    is reported as such). Returns all outcomes and one summary per step."""
+    out = Outcomes()
+    per_step = []
+    began = time.perf_counter()
+    tasks: set[asyncio.Task] = set()
+    async with client(base_url, timeout_s, max_in_flight) as c:
+        i = 0
+        for rate, seconds in steps:
+            step = Outcomes()
+            step_start = time.perf_counter()
+            n = int(rate * seconds)
+            for k in range(n):
+                due = step_start + k / rate
+                if (wait := due - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+                if len(tasks) >= max_in_flight:
+                    step.add("lost", time.perf_counter() - began, note="client in-flight cap")
+                    out.add("lost", time.perf_counter() - began, note="client in-flight cap")
+                    continue
+
+                async def one(body: dict, step: Outcomes = step) -> None:
+                    local = Outcomes()
+                    await send(c, body, local, began)
+                    for target in (out, step):
+                        for kind, n_ in local.counts.items():
+                            target.counts[kind] += n_
+                        target.statuses.update(local.statuses)
+                        target.ok_ms += local.ok_ms
+                        target.samples += local.samples[: max(0, 20 - len(target.samples))]
+                        target.timeline += local.timeline
+
+                task = asyncio.ensure_future(one(bodies[i % len(bodies)]))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                i += 1
+            per_step.append((rate, seconds, step))
+        await asyncio.gather(*tasks)
+    return out, [{"offered_per_s": round(r, 1), "seconds": s, **st.summary(),
+                  "answered_per_s": round(st.counts["ok"] / s, 1)} for r, s, st in per_step]  # fmt: skip

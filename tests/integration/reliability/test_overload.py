@@ -1,0 +1,46 @@
+"""Overload: the shipped graph's capacity is measured, then tickets arrive at 1x, 2x and
+3x that rate whatever the answers. Every request must end as an answer (200, normal or
+degraded) or a refusal with Retry-After (429/503): none lost, none hung past the
+client's timeout, no other status."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from bench.common import merged, shipped_args
+from tests.integration.conftest import CLASSIFY_KV_FRACTION, LENIENT_ANTISPAM, running
+from tests.integration.reliability.figures import record
+from tests.integration.reliability.load import closed_loop, open_loop, ticket_bodies
+
+STEP_S = float(os.environ.get("TICKETSERVE_OVERLOAD_STEP_S", "10"))
+
+
+@pytest.fixture(scope="module")
+def shipped(ray_serve, default_model_dir):
+    args = merged(shipped_args(), {
+        "antispam": LENIENT_ANTISPAM,  # one client address sends for every user here
+        "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+    })  # fmt: skip
+    with running(ray_serve, "overload", args) as client:
+        yield client, args
+
+
+def test_three_times_capacity_loses_and_hangs_nothing(shipped):
+    client, args = shipped
+    url = str(client.base_url).rstrip("/")
+    timeout_s = args["ingress"]["request_timeout_s"] + 5
+    bodies = ticket_bodies(50_000)
+    warm = asyncio.run(closed_loop(url, bodies[40_000:], users=32, seconds=5, timeout_s=timeout_s))
+    capacity = asyncio.run(closed_loop(url, bodies[30_000:], users=32, seconds=STEP_S, timeout_s=timeout_s))
+    rate = capacity.counts["ok"] / STEP_S
+    assert rate > 5, capacity.summary()
+    out, steps = asyncio.run(open_loop(url, bodies, [(rate, STEP_S), (2 * rate, STEP_S), (3 * rate, STEP_S)],
+                                       timeout_s=timeout_s, max_in_flight=4096))  # fmt: skip
+    summary = out.summary()
+    record("overload", {"capacity_per_s": round(rate, 1), "capacity_run": capacity.summary(),
+                        "warmup": warm.summary(), "steps": steps, "all": summary})  # fmt: skip
+    assert (summary["lost"], summary["hung"], summary["unexpected"]) == (0, 0, 0), summary
+    assert summary["ok"] > 0 and summary["requests"] >= int(6 * rate * STEP_S) - 3

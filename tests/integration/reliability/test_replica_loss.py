@@ -1,0 +1,90 @@
+"""Replica loss under load: one replica of the model, the tokenizer or the edge router
+(two of each, chain topology), or the one breaker or canary-controller actor, is killed
+in the middle of a closed-loop run. Over the run at most 0.5 % of tickets may fail,
+none may hang, and the graph must answer /healthz 200 again within 30 s (every replica
+back is reported too). The KV-cache manager's loss is in test_kv_cache.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+import ray
+from ray import serve
+
+from tests.integration.conftest import classify_args, running
+from tests.integration.reliability.figures import record
+from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
+
+APP = "replicaloss"
+REPLICAS = {"ModelReplica": 2, "Tokenizer": 2, "EdgeRouter": 2}
+RUN_S, KILL_AT_S = 24.0, 6.0
+TARGETS = ["ModelReplica", "Tokenizer", "EdgeRouter", "Breaker", "CanaryController"]
+RESULTS: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def graph(ray_serve, default_model_dir):
+    args = classify_args(default_model_dir, topology="chain")
+    options = {name: {"num_replicas": n} for name, n in REPLICAS.items()}
+    with running(ray_serve, APP, args, options) as client:
+        yield client, args
+    record("replica_loss", RESULTS)
+
+
+def kill_one(deployment: str) -> str:
+    names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"])
+    ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
+    return names[0]
+
+
+def all_running(deployment: str) -> bool:
+    status = serve.status().applications[APP].deployments[deployment]
+    want = REPLICAS.get(deployment, 1)
+    return status.status == "HEALTHY" and status.replica_states.get("RUNNING", 0) >= want
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
+    client, args = graph
+    url = str(client.base_url).rstrip("/")
+    timeout_s = args.get("ingress", {}).get("request_timeout_s", 30) + 5
+    out, began = Outcomes(), time.perf_counter()
+    marks: dict[str, float] = {}
+
+    def chaos():
+        time.sleep(KILL_AT_S)
+        marks["killed_at_s"] = time.perf_counter() - began
+        kill_one(target)
+        time.sleep(0.5)  # Serve notices the death on its next health round
+        while time.perf_counter() - began < RUN_S + 90:
+            healthy = client.get("/healthz").status_code == 200
+            if healthy and "healthz_at_s" not in marks:
+                marks["healthz_at_s"] = time.perf_counter() - began
+            if healthy and all_running(target):
+                marks["all_back_at_s"] = time.perf_counter() - began
+                return
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=chaos)
+    watcher.start()
+    asyncio.run(closed_loop(url, ticket_bodies(20_000, seed=hash(target) % 1000), users=16, seconds=RUN_S,
+                            timeout_s=timeout_s, out=out, began=began))  # fmt: skip
+    watcher.join()
+    summary = out.summary()
+    killed = marks["killed_at_s"]
+    failures = [at for at, kind in out.timeline if kind in ("unexpected", "lost", "hung")]
+    result = {
+        **summary,
+        "killed_at_s": round(killed, 1),
+        "healthz_ok_after_s": round(marks["healthz_at_s"] - killed, 1) if "healthz_at_s" in marks else None,
+        "all_replicas_back_after_s": round(marks["all_back_at_s"] - killed, 1) if "all_back_at_s" in marks else None,
+        "failures_at_s": failures[:20],
+    }
+    RESULTS[target] = result
+    print(target, result)
+    assert summary["hung"] == 0, result
+    assert summary["error_rate_percent"] <= 0.5, result
+    assert result["healthz_ok_after_s"] is not None and result["healthz_ok_after_s"] <= 30, result
