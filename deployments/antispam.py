@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import csv
 import logging
+import time
+from typing import Callable
 
+from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
 from deployments.api import Answer, Refusal, Ticket
 from deployments.config import AntiSpamConfig
-from policies.rate_limit import Admission, text_digest, user_key
+from policies.rate_limit import Admission, UserLimits, text_digest, user_key
 from policies.spam import LetterPairs, SpamRules
 
 logger = logging.getLogger("ray.serve")
@@ -43,12 +46,12 @@ class AdmissionBatcher:
         self._limiter = limiter
         self._timeout_s = timeout_s
         self._max_batch = max_batch
-        self._pending: list[tuple[tuple[str, str, str], asyncio.Future]] = []
+        self._pending: list[tuple[tuple[str, str, str, str | None], asyncio.Future]] = []
         self._sender: asyncio.Task | None = None
 
-    async def admit(self, key: str, tier: str, digest: str) -> Admission:
+    async def admit(self, key: str, tier: str, digest: str, tenant: str | None = None) -> Admission:
         future = asyncio.get_running_loop().create_future()
-        self._pending.append(((key, tier, digest), future))
+        self._pending.append(((key, tier, digest, tenant), future))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
         return await asyncio.wait_for(future, self._timeout_s)
@@ -75,8 +78,19 @@ class AntiSpam:
     """Content rules run in each replica: their thresholds adapt to the traffic this
     replica sees, a fair sample of all traffic, so no state needs sharing."""
 
-    def __init__(self, config: AntiSpamConfig, limiter: DeploymentHandle, next_node: DeploymentHandle):
+    def __init__(
+        self,
+        config: AntiSpamConfig,
+        limiter: DeploymentHandle,
+        next_node: DeploymentHandle,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._config = config
+        self._clock = clock
+        # What this replica alone has seen: a lower bound of every user's use, so its
+        # refusals are always right, and they cost no hop. Under a flood the flooder is
+        # refused here, also when the limiter, starved, answers too late.
+        self._local = UserLimits(config.rate_limit, config.duplicates)
         self._rules = SpamRules(config.rules, load_letter_pairs(config.reference_texts_file))
         self._admissions = AdmissionBatcher(limiter, config.limiter_timeout_ms / 1000)
         self._next = next_node
@@ -89,6 +103,10 @@ class AntiSpam:
             "antispam_limiter_unavailable_total",
             description="Tickets admitted without a rate-limit decision (actor slow or down).",
         )
+        self._next_replica_lost = Counter(
+            "antispam_next_replica_lost_total",
+            description="Tickets asked again because the edge-router replica holding them died.",
+        )
 
     async def classify(self, ticket: Ticket) -> Answer | Refusal:
         rule = self._rules.check(ticket.text)
@@ -98,18 +116,29 @@ class AntiSpam:
         refusal = await self._admit(ticket)
         if refusal is not None:
             return refusal
-        return await self._next.classify.remote(ticket)
+        try:
+            return await self._next.classify.remote(ticket)
+        except RayActorError:
+            # The replica died holding the ticket. Serve drops a dead replica from its
+            # router at the first such error, so asking again reaches a live one; a
+            # classification is safe to ask twice.
+            self._next_replica_lost.inc()
+            return await self._next.classify.remote(ticket)
 
     async def _admit(self, ticket: Ticket) -> Refusal | None:
         rate = self._config.rate_limit
         tier = rate.tier_of(ticket.user_id, ticket.tier_header)
         key = user_key(ticket.user_id, ticket.tenant, ticket.client)
-        try:
-            admission = await self._admissions.admit(key, tier, text_digest(ticket.text))
-        except Exception as e:  # slow or lost limiter: admit rather than fail the ticket
-            self._limiter_unavailable.inc()
-            logger.warning("rate limiter unavailable (%s); admitting request %s", type(e).__name__, ticket.request_id)
-            return None
+        digest = text_digest(ticket.text)
+        admission = self._local.admit(key, tier, digest, self._clock(), ticket.tenant)
+        if admission.rule is None:
+            try:
+                admission = await self._admissions.admit(key, tier, digest, ticket.tenant)
+            except Exception as e:  # slow or lost limiter: this replica's own count decides
+                self._limiter_unavailable.inc()
+                logger.warning("rate limiter unavailable (%s); request %s admitted by this replica's count",
+                               type(e).__name__, ticket.request_id)  # fmt: skip
+                return None
         if admission.rule == "rate_limited":
             self._blocked.inc(tags={"rule": "rate_limited"})
             return Refusal(

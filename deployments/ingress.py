@@ -338,7 +338,8 @@ class Ingress:
         self, request: Request, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
     ) -> dict[str, Any]:
         self._authorize(request)
-        limit, offset = max(1, min(limit, 500)), max(0, offset)
+        # Clamped, not refused; SQLite takes 64-bit integers only.
+        limit, offset = max(1, min(limit, 500)), max(0, min(offset, 2**62))
         return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
 
     async def admin_review_resolve(

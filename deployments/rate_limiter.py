@@ -36,11 +36,11 @@ class RateLimiter:
         )
         self._users = Gauge("rate_limiter_tracked_users", description="Users with live admission state.")
 
-    def admit_many(self, requests: list[tuple[str, str, str]]) -> list[Admission]:
-        """(user key, tier, text digest) for each ticket, in arrival order."""
+    def admit_many(self, requests: list[tuple[str, str, str, str | None]]) -> list[Admission]:
+        """(user key, tier, text digest, tenant) for each ticket, in arrival order."""
         now = self._clock()
-        admissions = [self._limits.admit(key, tier, digest, now) for key, tier, digest in requests]
-        for (_, tier, _), admission in zip(requests, admissions):
+        admissions = [self._limits.admit(key, tier, digest, now, tenant) for key, tier, digest, tenant in requests]
+        for (_, tier, _, _), admission in zip(requests, admissions):
             if admission.rule:
                 self._refused.inc(tags={"rule": admission.rule, "tier": tier})
         self._users.set(self._limits.tracked_users())

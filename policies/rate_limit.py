@@ -53,6 +53,11 @@ class RateLimitConfig(BaseModel):
     max_tracked_users: int = Field(
         100_000, gt=0, description="users whose buckets are kept; the least recently seen are forgotten first"
     )
+    tenant_limit: TierLimit | None = Field(
+        None,
+        description="one bucket per tenant shared by all its users, on top of theirs: a tenant's many users "
+        "cannot take everyone's capacity; null: no tenant limit",
+    )
 
     @model_validator(mode="after")
     def _known_tiers(self) -> "RateLimitConfig":
@@ -126,13 +131,18 @@ class UserLimits:
         self._rate = rate
         self._dup = duplicates
         self._users: OrderedDict[str, _User] = OrderedDict()
+        self._tenants: OrderedDict[str, TokenBucket] = OrderedDict()
 
-    def admit(self, key: str, tier: str, digest: str, now: float) -> Admission:
-        """`key` from user_key(), `digest` from text_digest()."""
+    def admit(self, key: str, tier: str, digest: str, now: float, tenant: str | None = None) -> Admission:
+        """`key` from user_key(), `digest` from text_digest(); `tenant` draws from the
+        tenant's bucket too (tenant_limit)."""
         user = self._user(key, tier, now)
         wait_s = user.bucket.take(now)
         if wait_s > 0:
             return Admission("rate_limited", max(1, math.ceil(wait_s)))
+        if tenant is not None and self._rate.tenant_limit is not None:
+            if (wait_s := self._tenant(tenant, now).take(now)) > 0:
+                return Admission("rate_limited", max(1, math.ceil(wait_s)))
         window_start = now - self._dup.window_s
         while user.recent and user.recent[0][0] <= window_start:
             user.recent.popleft()
@@ -155,6 +165,15 @@ class UserLimits:
                 self._users.popitem(last=False)
         self._users.move_to_end(key)
         return user
+
+    def _tenant(self, tenant: str, now: float) -> TokenBucket:
+        bucket = self._tenants.get(tenant)
+        if bucket is None:
+            bucket = self._tenants[tenant] = TokenBucket(self._rate.tenant_limit, now)
+            while len(self._tenants) > self._rate.max_tracked_users:
+                self._tenants.popitem(last=False)
+        self._tenants.move_to_end(tenant)
+        return bucket
 
     def tracked_users(self) -> int:
         return len(self._users)

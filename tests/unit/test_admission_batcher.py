@@ -23,7 +23,7 @@ class FakeLimiter:
             await asyncio.sleep(self.delay_s)
             if self.fail:
                 raise ConnectionError("limiter gone")
-            return [Admission("rate_limited", 2) if key == "flooder" else Admission() for key, _, _ in batch]
+            return [Admission("rate_limited", 2) if key == "flooder" else Admission() for key, _, _, _ in batch]
 
         return answer()
 

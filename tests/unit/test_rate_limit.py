@@ -73,3 +73,14 @@ def test_unknown_tier_is_named():
         RateLimitConfig(user_tiers={"bob": "gold"})
     with pytest.raises(ValidationError, match="must define 'anonymous'"):
         RateLimitConfig(tiers={"standard": TierLimit(requests_per_s=1)})
+
+
+def test_a_tenant_bucket_limits_all_its_users_together():
+    rate = RateLimitConfig(tenant_limit=TierLimit(requests_per_s=1, burst_window_s=3))
+    lim = UserLimits(rate, DuplicateConfig())
+    answers = [lim.admit(f"user:big/u{i}", "standard", f"d{i}", now=0.0, tenant="big").rule for i in range(5)]
+    assert answers == [None, None, None, "rate_limited", "rate_limited"]  # 5 users, one bucket of 3
+    assert lim.admit("user:small/u0", "standard", "d", now=0.0, tenant="small").rule is None
+    assert lim.admit("user:big/u9", "standard", "d", now=0.0).rule is None  # no tenant: user bucket only
+    assert lim.admit("user:big/u5", "standard", "d5", now=1.0, tenant="big").rule is None  # refilled one
+

@@ -42,8 +42,8 @@ class Outcomes:
             self.statuses[status] += 1
         if kind == "ok" and ms is not None:
             self.ok_ms.append(ms)
-        if kind in ("unexpected", "lost") and len(self.samples) < 20:
-            self.samples.append(f"{status}: {note[:300]}")
+        if kind in ("unexpected", "lost", "refused") and len(self.samples) < 20:
+            self.samples.append(f"{kind} {status}: {note[:300]}")
 
     @property
     def total(self) -> int:
@@ -61,6 +61,7 @@ class Outcomes:
             "requests": self.total,
             **{k: self.counts[k] for k in ("ok", "refused", "unexpected", "lost", "hung")},
             "error_rate_percent": round(100 * failed / max(1, self.total), 3),
+            "not_answered_percent": round(100 * (self.total - self.counts["ok"]) / max(1, self.total), 3),
             "p50_ok_ms": self.p(0.5),
             "p99_ok_ms": self.p(0.99),
             "statuses": dict(self.statuses),
@@ -68,23 +69,29 @@ class Outcomes:
         }
 
 
-async def send(client: httpx.AsyncClient, body: dict, out: Outcomes, began: float, headers: dict | None = None) -> None:
+async def send(
+    client: httpx.AsyncClient, body: dict, out: Outcomes, began: float, headers: dict | None = None
+) -> float:
+    """Sends one ticket and files its end; returns the Retry-After of a refusal (else 0)."""
     start = time.perf_counter()
     try:
-        r = await client.post("/v1/classify", json=body, headers=headers or {})
-    except httpx.TimeoutException:
+        # httpx times each phase (connect, write, read) on its own: the whole wait is bounded here.
+        r = await asyncio.wait_for(client.post("/v1/classify", json=body, headers=headers or {}), client.timeout.read)
+    except (httpx.TimeoutException, asyncio.TimeoutError):
         out.add("hung", start - began)
-        return
+        return 0.0
     except httpx.HTTPError as e:
         out.add("lost", start - began, note=type(e).__name__)
-        return
+        return 0.0
     ms = (time.perf_counter() - start) * 1000
     if r.status_code == 200:
         out.add("ok", start - began, 200, ms)
     elif r.status_code in (429, 503) and r.headers.get("retry-after"):
-        out.add("refused", start - began, r.status_code)
+        out.add("refused", start - began, r.status_code, note=r.text)
+        return float(r.headers["retry-after"])
     else:
         out.add("unexpected", start - began, r.status_code, note=r.text)
+    return 0.0
 
 
 def client(base_url: str, timeout_s: float, connections: int) -> httpx.AsyncClient:
@@ -94,7 +101,8 @@ def client(base_url: str, timeout_s: float, connections: int) -> httpx.AsyncClie
 
 async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: float, timeout_s: float,
                       out: Outcomes | None = None, began: float | None = None) -> Outcomes:  # fmt: skip
-    """`users` clients, each sending its next ticket when the last is answered."""
+    """`users` clients, each sending its next ticket when the last is answered, or after
+    the Retry-After of a refusal, as a well-behaved client does."""
     out = out or Outcomes()
     began = began or time.perf_counter()
     deadline = time.perf_counter() + seconds
@@ -103,7 +111,8 @@ async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: fl
         async def user(k: int) -> None:
             i = k
             while time.perf_counter() < deadline:
-                await send(c, bodies[i % len(bodies)], out, began)
+                if wait_s := await send(c, bodies[i % len(bodies)], out, began):
+                    await asyncio.sleep(min(wait_s, max(0.0, deadline - time.perf_counter())))
                 i += users
 
         await asyncio.gather(*(user(k) for k in range(users)))

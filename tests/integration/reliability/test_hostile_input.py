@@ -4,7 +4,9 @@ UTF-8, NUL bytes, deep JSON, huge bodies, wrong types, RTL and zero-width charac
 texts just over the limit. No answer may be a 5xx other than 503 overloaded, and every
 error must carry a contract code.
 
-TICKETSERVE_FUZZ_INPUTS sets how many requests in all (default 10,000).
+TICKETSERVE_FUZZ_INPUTS sets how many hand-made hostile requests are sent (default
+10,000); the schema-driven cases come on top (schemathesis stops early on operations
+with few possible inputs).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
 from loadtest.checks import judge_ticketserve
 from tests.integration.conftest import classify_args, running
 from tests.integration.reliability.figures import record
+
+pytestmark = pytest.mark.reliability
 
 INPUTS = int(os.environ.get("TICKETSERVE_FUZZ_INPUTS", "10000"))
 TOKEN = "fuzz-admin-token"
@@ -87,13 +92,12 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
     schema = schemathesis.openapi.from_dict(fuzzed.get("/openapi.json").json())
     base_url = str(fuzzed.base_url).rstrip("/")
     session = requests.Session()
-    per_mode = max(1, INPUTS * 2 // 5 // 2 // len(list(schema.get_all_operations())))
+    per_mode = max(1, INPUTS // 5 // len(list(schema.get_all_operations())))
     for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
         for result in schema.get_all_operations():
             operation = result.ok()
 
-            @FUZZ
-            @settings(max_examples=per_mode)
+            @settings(FUZZ, max_examples=per_mode)
             @given(case=operation.as_strategy(generation_mode=mode), admin=st.booleans())
             def run(case, admin):
                 headers = {"Authorization": f"Bearer {TOKEN}"} if admin else {}
@@ -104,7 +108,10 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
                 tally.check(f"{mode.value} {case.method} {case.path}", r.status_code, r.headers, r.content,
                             classify=case.path == "/v1/classify" and case.method == "POST")  # fmt: skip
 
-            run()
+            try:
+                run()
+            except Unsatisfiable:
+                pass  # nothing invalid to make of an operation without inputs (GET /healthz)
     record("fuzz_schema", {"requests": tally.sent, "statuses": dict(tally.statuses), "problems": tally.problems})
     assert not tally.problems, tally.problems
     assert tally.statuses and all(s < 500 or s == 503 for s in tally.statuses)
@@ -113,10 +120,10 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
 # Characters that hide, reorder or end text.
 TRICKY = ["\u202e", "\u202d", "\u200b", "\u200c", "\u200d", "\u200f", "\u2066", "\ufeff", "\x00", "\u0000", "\ud800",
           "\uffff", "\U0010ffff", "\u0301" * 20, "\r\n", "\t", "\u3000", "\u00a0"]  # fmt: skip
-hostile_text = st.text(alphabet=st.one_of(st.characters(), st.sampled_from(TRICKY)), max_size=300)
+hostile_text = st.lists(st.one_of(st.characters(), st.sampled_from(TRICKY)), max_size=300).map("".join)
 any_json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=20,
 )
 field = st.one_of(any_json, hostile_text, st.text(min_size=250, max_size=300))
@@ -146,7 +153,7 @@ raw_body = st.one_of(
 headers = st.fixed_dictionaries({}, optional={
     "x-request-id": st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=300),
     "x-traffic-color": st.sampled_from(["canary", "stable", "purple", "", "CANARY "]),
-    "accept-language": st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=100),
+    "accept-language": st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=100).map(str.strip),
     "content-type": st.sampled_from(["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"]),
     "x-user-tier": st.sampled_from(["trusted", "anonymous", "root", ""]),
 })  # fmt: skip
@@ -154,10 +161,9 @@ headers = st.fixed_dictionaries({}, optional={
 
 def test_hostile_bodies_and_headers_get_contract_answers(fuzzed):
     tally = Tally()
-    count = max(1, INPUTS * 3 // 5)
+    count = INPUTS
 
-    @FUZZ
-    @settings(max_examples=count)
+    @settings(FUZZ, max_examples=count)
     @given(body=raw_body, head=headers, batch=st.booleans())
     def run(body, head, batch):
         path = "/v1/classify/batch" if batch else "/v1/classify"
@@ -170,4 +176,4 @@ def test_hostile_bodies_and_headers_get_contract_answers(fuzzed):
     run()
     record("fuzz_raw", {"requests": tally.sent, "statuses": dict(tally.statuses), "problems": tally.problems})
     assert not tally.problems, tally.problems
-    assert tally.sent >= count * 0.95  # hypothesis ran what was asked
+    assert tally.sent >= count * 0.99  # hypothesis ran what was asked (the client refuses a few headers)

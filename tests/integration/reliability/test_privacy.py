@@ -9,9 +9,12 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import ray
 
 from tests.integration.reliability.figures import record
+
+pytestmark = pytest.mark.reliability
 
 
 def session_logs() -> Path:

@@ -18,6 +18,8 @@ from tests.integration.conftest import classify_args, running
 from tests.integration.reliability.figures import record
 from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
 
+pytestmark = pytest.mark.reliability
+
 APP = "replicaloss"
 REPLICAS = {"ModelReplica": 2, "Tokenizer": 2, "EdgeRouter": 2}
 RUN_S, KILL_AT_S = 24.0, 6.0
@@ -27,7 +29,8 @@ RESULTS: dict[str, dict] = {}
 
 @pytest.fixture(scope="module")
 def graph(ray_serve, default_model_dir):
-    args = classify_args(default_model_dir, topology="chain")
+    # The shipped breaker: no host-CPU trigger (a 2-core box at capacity is always above it).
+    args = classify_args(default_model_dir, topology="chain", breaker={"cpu_reject_percent": None})
     options = {name: {"num_replicas": n} for name, n in REPLICAS.items()}
     with running(ray_serve, APP, args, options) as client:
         yield client, args
@@ -40,10 +43,8 @@ def kill_one(deployment: str) -> str:
     return names[0]
 
 
-def all_running(deployment: str) -> bool:
-    status = serve.status().applications[APP].deployments[deployment]
-    want = REPLICAS.get(deployment, 1)
-    return status.status == "HEALTHY" and status.replica_states.get("RUNNING", 0) >= want
+def running_replicas(deployment: str) -> int:
+    return serve.status().applications[APP].deployments[deployment].replica_states.get("RUNNING", 0)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -58,15 +59,21 @@ def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
         time.sleep(KILL_AT_S)
         marks["killed_at_s"] = time.perf_counter() - began
         kill_one(target)
-        time.sleep(0.5)  # Serve notices the death on its next health round
+        want = REPLICAS.get(target, 1)
+        # Replicas back: Serve counted fewer running, then all again. A light replica can be
+        # replaced between two looks; then only /healthz is timed.
         while time.perf_counter() - began < RUN_S + 90:
-            healthy = client.get("/healthz").status_code == 200
-            if healthy and "healthz_at_s" not in marks:
-                marks["healthz_at_s"] = time.perf_counter() - began
-            if healthy and all_running(target):
-                marks["all_back_at_s"] = time.perf_counter() - began
+            now = time.perf_counter() - began
+            if "healthz_at_s" not in marks and client.get("/healthz").status_code == 200:
+                marks["healthz_at_s"] = now
+            count = running_replicas(target)
+            if count < want:
+                marks.setdefault("noticed_at_s", now)
+            elif "noticed_at_s" in marks:
+                marks["all_back_at_s"] = now
+            if "healthz_at_s" in marks and ("all_back_at_s" in marks or now > RUN_S):
                 return
-            time.sleep(0.5)
+            time.sleep(0.25)
 
     watcher = threading.Thread(target=chaos)
     watcher.start()
