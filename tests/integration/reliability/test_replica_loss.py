@@ -23,6 +23,7 @@ pytestmark = pytest.mark.reliability
 APP = "replicaloss"
 REPLICAS = {"ModelReplica": 2, "Tokenizer": 2, "EdgeRouter": 2}
 RUN_S, KILL_AT_S = 24.0, 6.0
+WATCH_S = 60.0  # how long after the kill the replica count is watched (an engine starts in 20-40 s)
 TARGETS = ["ModelReplica", "Tokenizer", "EdgeRouter", "Breaker", "CanaryController"]
 RESULTS: dict[str, dict] = {}
 
@@ -62,7 +63,7 @@ def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
         want = REPLICAS.get(target, 1)
         # Replicas back: Serve counted fewer running, then all again. A light replica can be
         # replaced between two looks; then only /healthz is timed.
-        while time.perf_counter() - began < RUN_S + 90:
+        while True:
             now = time.perf_counter() - began
             if "healthz_at_s" not in marks and client.get("/healthz").status_code == 200:
                 marks["healthz_at_s"] = now
@@ -71,7 +72,7 @@ def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
                 marks.setdefault("noticed_at_s", now)
             elif "noticed_at_s" in marks:
                 marks["all_back_at_s"] = now
-            if "healthz_at_s" in marks and ("all_back_at_s" in marks or now > RUN_S):
+            if ("healthz_at_s" in marks and "all_back_at_s" in marks) or now > KILL_AT_S + WATCH_S:
                 return
             time.sleep(0.25)
 
@@ -87,6 +88,7 @@ def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
         **summary,
         "killed_at_s": round(killed, 1),
         "healthz_ok_after_s": round(marks["healthz_at_s"] - killed, 1) if "healthz_at_s" in marks else None,
+        "serve_noticed_after_s": round(marks["noticed_at_s"] - killed, 1) if "noticed_at_s" in marks else None,
         "all_replicas_back_after_s": round(marks["all_back_at_s"] - killed, 1) if "all_back_at_s" in marks else None,
         "failures_at_s": failures[:20],
     }
