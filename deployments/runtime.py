@@ -7,6 +7,8 @@ cluster, not to the application: scripts/serve.sh exports the same for `ray star
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 RAY_ENV = {
     # Serve's throughput mode (Ray >= 2.56): gRPC between deployments instead of actor
@@ -25,3 +27,17 @@ def apply_ray_env() -> None:
     """Call before `ray.init` starts a local cluster; values already set win."""
     for key, value in RAY_ENV.items():
         os.environ.setdefault(key, value)
+
+
+def cluster_env(root: Path) -> dict[str, str]:
+    """Environment for `ray start` and the CLI on this machine: RAY_ENV under whatever is
+    already set, the project `root` on PYTHONPATH (replicas import its modules), the venv's
+    binaries first on PATH."""
+    env = {**RAY_ENV, **os.environ}
+    env["PYTHONPATH"] = f"{root}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(root)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # Ray 2.60's `ray start` turns token auth on when a token file exists (any local
+    # ray.init leaves one), but its clients (`serve deploy`, drivers) only send it when told to.
+    if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").exists():
+        env["RAY_AUTH_MODE"] = "token"
+    return env

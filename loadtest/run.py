@@ -37,6 +37,7 @@ import httpx
 import yaml
 
 from deployments.config import EDGE_OFF
+from deployments.runtime import cluster_env
 from loadtest.options import add_shared, forward, scaled_stage_users
 from loadtest.report import (
     abuse,
@@ -75,7 +76,7 @@ def main() -> int:
         p.error(f"unknown targets {sorted(unknown)}; allowed: graph, edge_off, vllm, offline")
     out = args.out or ROOT / "bench" / "results" / "loadtest" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
-    env = _env()
+    env = cluster_env(ROOT)
     model_dir = _model_dir(args.config)
     started_ray, exit_codes, offline = None, {}, None
     try:
@@ -218,20 +219,6 @@ def _machine() -> dict:
 
     return {"when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
             "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip
-
-
-def _env() -> dict:
-    from deployments.runtime import RAY_ENV
-
-    env = {**RAY_ENV, **os.environ}
-    # Replicas import the project's modules: on PYTHONPATH when Ray starts.
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(ROOT)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    # Ray 2.60's `ray start` turns token auth on when a token file exists (any local
-    # ray.init leaves one), but `serve deploy` only sends it when told to.
-    if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").exists():
-        env["RAY_AUTH_MODE"] = "token"
-    return env
 
 
 def _run(cmd: list[str], env: dict, check: bool = True) -> int:

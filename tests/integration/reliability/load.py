@@ -45,6 +45,13 @@ class Outcomes:
         if kind in ("unexpected", "lost", "refused") and len(self.samples) < 20:
             self.samples.append(f"{kind} {status}: {note[:300]}")
 
+    def merge(self, other: "Outcomes") -> None:
+        self.counts.update(other.counts)
+        self.statuses.update(other.statuses)
+        self.ok_ms += other.ok_ms
+        self.samples += other.samples[: max(0, 20 - len(self.samples))]
+        self.timeline += other.timeline
+
     @property
     def total(self) -> int:
         return sum(self.counts.values())
@@ -124,7 +131,6 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
     """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
     (a capped number in flight: past it an arrival counts as lost on the client side and
     is reported as such). Returns all outcomes and one summary per step."""
-    out = Outcomes()
     per_step = []
     began = time.perf_counter()
     tasks: set[asyncio.Task] = set()
@@ -140,25 +146,15 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
                     await asyncio.sleep(wait)
                 if len(tasks) >= max_in_flight:
                     step.add("lost", time.perf_counter() - began, note="client in-flight cap")
-                    out.add("lost", time.perf_counter() - began, note="client in-flight cap")
                     continue
-
-                async def one(body: dict, step: Outcomes = step) -> None:
-                    local = Outcomes()
-                    await send(c, body, local, began)
-                    for target in (out, step):
-                        for kind, n_ in local.counts.items():
-                            target.counts[kind] += n_
-                        target.statuses.update(local.statuses)
-                        target.ok_ms += local.ok_ms
-                        target.samples += local.samples[: max(0, 20 - len(target.samples))]
-                        target.timeline += local.timeline
-
-                task = asyncio.ensure_future(one(bodies[i % len(bodies)]))
+                task = asyncio.ensure_future(send(c, bodies[i % len(bodies)], step, began))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 i += 1
             per_step.append((rate, seconds, step))
         await asyncio.gather(*tasks)
+    out = Outcomes()
+    for _, _, step in per_step:
+        out.merge(step)
     return out, [{"offered_per_s": round(r, 1), "seconds": s, **st.summary(),
                   "answered_per_s": round(st.counts["ok"] / s, 1)} for r, s, st in per_step]  # fmt: skip

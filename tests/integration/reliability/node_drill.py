@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,7 +29,7 @@ import httpx
 import psutil
 
 from bench.common import merged, shipped_args
-from deployments.runtime import RAY_ENV
+from deployments.runtime import RAY_ENV, cluster_env
 from models.build import DEFAULT_OUT, ROOT
 from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
 
@@ -41,17 +40,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def cluster_env() -> dict:
-    env = {**RAY_ENV, **os.environ}
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(ROOT)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    # Ray 2.60's `ray start` turns token auth on when a token file exists (any local
-    # ray.init leaves one); its clients then must send it.
-    if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").exists():
-        env["RAY_AUTH_MODE"] = "token"
-    return env
 
 
 def start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -97,7 +85,7 @@ def replicas_by_node(app: str) -> dict[str, dict[str, int]]:
 
 
 def run(seconds: float, kill_at_s: float, users: int) -> dict:
-    env = cluster_env()
+    env = cluster_env(ROOT)
     # Read when ray is imported: the driver speaks to the cluster the way its nodes do.
     os.environ.update({k: v for k, v in env.items() if k in (*RAY_ENV, "RAY_AUTH_MODE") and k not in os.environ})
     import ray
