@@ -168,10 +168,11 @@ class ModelPath:
                 self._retries.inc(tags={"cause": cause})
                 await self._sleep(step.wait_s)
                 continue
+            took_ms = (self._clock() - start) * 1000
             if self._breaker:
-                self._breaker.record(False, (self._clock() - start) * 1000)
+                self._breaker.record(False, took_ms)
             if self.split is not None:
-                self.split.record("stable", (self._clock() - start) * 1000, failed=False)
+                self.split.record("stable", took_ms, failed=False)
             self._sides.inc(tags={"side": "stable", "outcome": "ok"})
             return result
 
