@@ -258,6 +258,16 @@ class AppConfig(_Strict):
     admin: AdminConfig = Field(default_factory=AdminConfig, description="the /admin API")
 
     @model_validator(mode="after")
+    def _model_call_fits_the_ticket_budget(self) -> "AppConfig":
+        if self.retry.per_try_timeout_ms >= self.ingress.request_timeout_s * 1000:
+            raise ValueError(
+                f"retry.per_try_timeout_ms={self.retry.per_try_timeout_ms:g} must be below "
+                f"ingress.request_timeout_s={self.ingress.request_timeout_s:g} s, or a stuck model call "
+                "ends as a 503 instead of a degraded answer"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _kv_cache_needs_generate(self) -> "AppConfig":
         if self.kv_cache.enabled and self.model.engine.mode != "generate":
             raise ValueError(

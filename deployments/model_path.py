@@ -37,6 +37,8 @@ class GiveUp:
 
 
 def failure_cause(e: BaseException) -> Cause:
+    if isinstance(e, TimeoutError):
+        return "timeout"
     if isinstance(e, (ModelThrottled, BackPressureError)):
         return "throttled"
     if isinstance(e, ModelOutOfMemory):
@@ -69,6 +71,7 @@ class ModelPath:
         self._shadows: set[asyncio.Task] = set()
         self._breaker = breaker
         self._retry = retry
+        self._try_s = retry.per_try_timeout_ms / 1000
         self._budget = RetryBudget(retry)
         self._clock = clock
         self._sleep = sleep
@@ -132,7 +135,7 @@ class ModelPath:
     ) -> dict[str, Any] | None:
         start = self._clock()
         try:
-            answer = await self._canary.predict.remote(prompt, request_id, tenant=tenant)
+            answer = await asyncio.wait_for(self._canary.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
         except Exception as e:
             logger.warning("canary call failed: %s", type(e).__name__)
             self._sides.inc(tags={"side": kind, "outcome": "failed"})
@@ -153,7 +156,9 @@ class ModelPath:
             tries += 1
             start = self._clock()
             try:
-                result = await self._model.predict.remote(prompt, request_id, tenant=tenant)
+                # Serve queues a call while the deployment has no replica (one being
+                # replaced): without a deadline the ticket would wait out the ingress's.
+                result = await asyncio.wait_for(self._model.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
             except Exception as e:
                 cause = failure_cause(e)
                 self._sides.inc(tags={"side": "stable", "outcome": "failed"})

@@ -271,7 +271,7 @@ KV_REPORT_TIMEOUT_S = 5.0
 class KVReporter:
     """The replica's side of the KV-cache manager: join with its prefixes and cache size,
     compute the hot prefixes it is told to before taking traffic, then send what its
-    requests put in the cache, one call per interval, off the request path."""
+    requests put in the cache, one call per interval (also when idle), off the request path."""
 
     def __init__(self, manager: DeploymentHandle, config: KVCacheConfig, engine: TicketEngine, replica: str):
         self._manager = manager
@@ -311,9 +311,9 @@ class KVReporter:
 
     async def _report_loop(self) -> None:
         while True:
+            # Sent even without uses: a manager back from a restart learns an idle replica
+            # within one interval instead of at its next ticket.
             await asyncio.sleep(self._config.report_interval_ms / 1000)
-            if not (self._uses or self._warmed):
-                continue
             uses, warmed, self._uses, self._warmed = self._uses, self._warmed, [], []
             try:
                 known = await asyncio.wait_for(

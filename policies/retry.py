@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Cause = Literal["throttled", "unavailable", "out_of_memory"]
+Cause = Literal["throttled", "unavailable", "out_of_memory", "timeout"]
 Then = Literal["cache", "degraded"]
 
 
@@ -43,6 +43,15 @@ class RetryConfig(BaseModel):
     out_of_memory: RetryRule = Field(
         default_factory=lambda: RetryRule(max_tries=1, wait_ms=0, then="degraded"),
         description="engine out of memory",
+    )
+    # No answer within per_try_timeout_ms (a replica being replaced, a stuck queue): a second
+    # wait as long would outlast the ticket's end-to-end budget, so answer degraded at once.
+    timeout: RetryRule = Field(
+        default_factory=lambda: RetryRule(max_tries=1, wait_ms=0, then="degraded"),
+        description="no answer within per_try_timeout_ms",
+    )
+    per_try_timeout_ms: float = Field(
+        20000.0, gt=0, description="a model call unanswered this long is cancelled (cause timeout); < request_timeout_s"
     )
     budget_percent: float = Field(10.0, ge=0, le=100, description="retries allowed, as a share of requests in the window")
     budget_window_s: float = Field(10.0, gt=0, description="window the budget counts requests and retries over")

@@ -83,3 +83,9 @@ def test_every_field_has_a_description():
                 walk(field.annotation)
 
     walk(AppConfig)
+
+
+def test_a_model_try_must_end_before_the_ticket_budget():
+    with pytest.raises(ValueError, match=r"retry.per_try_timeout_ms=30000 must be below ingress.request_timeout_s=30"):
+        AppConfig.from_args({"retry": {"per_try_timeout_ms": 30000}})
+    assert AppConfig.from_args({"retry": {"per_try_timeout_ms": 29000}}).retry.timeout.then == "degraded"

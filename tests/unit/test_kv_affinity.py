@@ -174,3 +174,24 @@ def test_only_the_tenant_part_of_a_prefix_makes_a_holder():
     assert m.holders("acme", ["r1", "r2"]) == {}
     m.report("r1", [use("acme")], warmed=[])
     assert m.holders("acme", ["r1", "r2"]) == {"r1": 20}
+
+
+def test_an_idle_reporter_rejoins_a_restarted_manager_within_an_interval():
+    m, _ = manager()
+    handle = ManagerHandle(m)
+    config = KVCacheConfig(report_interval_ms=10)
+
+    async def scenario():
+        reporter = KVReporter(handle, config, SmallEngine(), "r1")
+        await reporter.start()
+        reporter.record(Prediction("refund", 0.9, "acme", 400, 256, 3.0))
+        await asyncio.sleep(0.05)
+        fresh, _ = manager()  # Serve replaced the manager: an empty registry
+        handle.join, handle.report = Remote(fresh.join), Remote(fresh.report)
+        await asyncio.sleep(0.05)  # no tickets meanwhile
+        reporter.stop()
+        return fresh
+
+    fresh = asyncio.run(scenario())
+    assert m.snapshot()["served"]["r1"] == {"acme": {"uses": 1, "hits": 1}}
+    assert "r1" in fresh.snapshot()["replicas"]

@@ -12,6 +12,7 @@ from deployments.model_path import GiveUp, ModelPath
 from policies.retry import RetryConfig
 
 ANSWER = {"label": "refund", "confidence": 0.9, "model_version": "v1"}
+NEVER = object()  # a call Serve keeps queued: the deployment has no replica
 
 
 class Method:
@@ -25,6 +26,8 @@ class Method:
         outcome = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
 
         async def answer():
+            if outcome is NEVER:
+                await asyncio.Event().wait()
             if isinstance(outcome, BaseException):
                 raise outcome
             return outcome
@@ -87,6 +90,13 @@ def test_unavailable_row_two_tries_500ms_then_degraded():
 def test_out_of_memory_row_no_retry():
     result, calls, waits, _ = run([ModelOutOfMemory("oom")])
     assert (result, calls, waits) == (GiveUp("degraded", "out_of_memory"), 1, [])
+
+
+def test_timeout_row_cancels_the_call_and_answers_degraded_without_a_retry():
+    breaker = FakeBreakerView("pass")
+    result, calls, waits, _ = run([NEVER], breaker=breaker, per_try_timeout_ms=10)
+    assert (result, calls, waits) == (GiveUp("degraded", "timeout"), 1, [])
+    assert breaker.records == [True]  # a replica that cannot answer counts against the path
 
 
 def test_retry_then_success():
