@@ -109,13 +109,15 @@ class AntiSpam:
         )
 
     async def classify(self, ticket: Ticket) -> Answer | Refusal:
+        # The rate check first: a flood is refused before its texts cost the content
+        # rules any CPU, and spam counts against its sender's rate like any ticket.
+        refusal = await self._admit(ticket)
+        if refusal is not None:
+            return refusal
         rule = self._rules.check(ticket.text)
         if rule is not None:
             self._blocked.inc(tags={"rule": rule})
             return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")
-        refusal = await self._admit(ticket)
-        if refusal is not None:
-            return refusal
         try:
             return await self._next.classify.remote(ticket)
         except RayActorError:
