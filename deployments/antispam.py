@@ -109,15 +109,9 @@ class AntiSpam:
         )
 
     async def classify(self, ticket: Ticket) -> Answer | Refusal:
-        # The rate check first: a flood is refused before its texts cost the content
-        # rules any CPU, and spam counts against its sender's rate like any ticket.
-        refusal = await self._admit(ticket)
+        refusal = await self._screen(ticket)
         if refusal is not None:
             return refusal
-        rule = self._rules.check(ticket.text)
-        if rule is not None:
-            self._blocked.inc(tags={"rule": rule})
-            return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")
         try:
             return await self._next.classify.remote(ticket)
         except RayActorError:
@@ -127,13 +121,20 @@ class AntiSpam:
             self._next_replica_lost.inc()
             return await self._next.classify.remote(ticket)
 
-    async def _admit(self, ticket: Ticket) -> Refusal | None:
+    async def _screen(self, ticket: Ticket) -> Refusal | None:
+        """Cheapest check first: this replica's own count (a flood is refused before its
+        texts cost the content rules any CPU), the content rules (spam costs no limiter
+        hop), then the shared rate limiter."""
         rate = self._config.rate_limit
         tier = rate.tier_of(ticket.user_id, ticket.tier_header)
         key = user_key(ticket.user_id, ticket.tenant, ticket.client)
         digest = text_digest(ticket.text)
         admission = self._local.admit(key, tier, digest, self._clock(), ticket.tenant)
         if admission.rule is None:
+            rule = self._rules.check(ticket.text)
+            if rule is not None:
+                self._blocked.inc(tags={"rule": rule})
+                return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")
             try:
                 admission = await self._admissions.admit(key, tier, digest, ticket.tenant)
             except Exception as e:  # slow or lost limiter: this replica's own count decides

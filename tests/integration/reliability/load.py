@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from loadtest.mix import TicketMix
+from policies.window import nearest_rank
 
 
 def ticket_bodies(n: int, seed: int = 0, user_prefix: str = "user") -> list[dict]:
@@ -57,10 +58,7 @@ class Outcomes:
         return sum(self.counts.values())
 
     def p(self, q: float) -> float | None:
-        if not self.ok_ms:
-            return None
-        ordered = sorted(self.ok_ms)
-        return round(ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))], 1)
+        return round(nearest_rank(sorted(self.ok_ms), q), 1) if self.ok_ms else None
 
     def summary(self) -> dict:
         failed = self.counts["unexpected"] + self.counts["lost"] + self.counts["hung"]
