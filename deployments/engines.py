@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,11 @@ class EngineConfig(BaseModel):
         True, description="export vLLM's own stats (queue, KV use, prefix-cache hits) through Ray's Prometheus export"
     )
     max_label_tokens: int = Field(16, gt=0, description="generate mode: decode budget for a label")
+    ipc_busy_wait_ms: float | None = Field(
+        2.0, ge=0, description="CPU hosts: how long vLLM's worker spins for the next engine step before it sleeps; "
+        "vLLM's own 1000 ms keeps a core busy at any traffic above 1 ticket/s (deployments/vllm_cpu_worker.py); "
+        "null: vLLM's"
+    )
     extra_niceness: int = Field(
         0, ge=0, le=19, description="CPU hosts: added to the niceness of the engine's processes, so the HTTP front "
         "door keeps the CPU it needs to answer (and refuse) quickly when the model saturates the cores"
@@ -132,6 +138,7 @@ class _VLLMEngine:
     def __init__(self, config: EngineConfig, model_dir: str):
         from transformers import AutoTokenizer
         from vllm import AsyncEngineArgs
+        from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.metadata = ModelMetadata.load(model_dir)
@@ -143,6 +150,13 @@ class _VLLMEngine:
             )
         # Only used on the fallback path and to pre-tokenize the instruction.
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        worker = {}
+        if config.ipc_busy_wait_ms is not None and current_platform.is_cpu():
+            from deployments.vllm_cpu_worker import BUSY_WAIT_ENV
+
+            # Read by the worker process vLLM spawns, which inherits this replica's environment.
+            os.environ[BUSY_WAIT_ENV] = str(config.ipc_busy_wait_ms)
+            worker = {"worker_cls": "deployments.vllm_cpu_worker.ShortSpinCPUWorker"}
         args = AsyncEngineArgs(
             model=model_dir,
             runner=self.runner,
@@ -153,6 +167,7 @@ class _VLLMEngine:
             max_num_seqs=config.max_num_seqs,
             enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
             kv_cache_memory_bytes=config.kv_cache_memory_bytes,
+            **worker,
         )
         stat_loggers = None
         if config.engine_metrics:

