@@ -3,11 +3,13 @@
 Serve's proxy is Python: a refused ticket costs it, and the ingress behind it, nearly as
 much CPU as an answered one, so a user flooding at 150/s fills the proxy that every other
 user waits in (docs/reliability.md#isolation: the others' P99 went from 27 ms to seconds).
-HAProxy refuses in C before the proxy. It reads `user_id` and `tenant` from the JSON body,
-counts what it forwarded for each over the tier's burst window, and refuses (429
-rate_limited, Retry-After, the contract's JSON) only above the most the app's token
-bucket could admit in that window (policies.rate_limit.most_admitted). So it never
-refuses a ticket the anti-spam filter would take, and the exact limits stay there.
+HAProxy refuses in C before the proxy. It reads `user_id` and `tenant` from the JSON body
+and keeps, in Lua (front_door.lua), the same token buckets as the anti-spam filter
+(policies.rate_limit: per user by tier, listed users, per tenant), so it forwards what
+the filter would admit and answers the rest itself: 429 rate_limited, Retry-After, the
+contract's JSON. The filter stays the authority (it also sees traffic that bypasses this
+door, and the duplicate rule); it takes later, so its buckets have refilled at least as
+much, and admits whatever is forwarded.
 
     python -m deploy.front_door                 # serve_config.yaml; listens on 127.0.0.1:8088
     python -m deploy.front_door --print         # only print the HAProxy config
@@ -49,7 +51,6 @@ class FrontDoorConfig(BaseModel):
     upstream_host: str = Field("127.0.0.1", description="Serve's HTTP proxy (http_options.host)")
     upstream_port: int = Field(8000, gt=0, lt=65536, description="Serve's HTTP proxy (http_options.port)")
     route_prefix: str = Field("/", description="the application's route prefix; guarded path is <prefix>/v1/classify")
-    retry_after_s: int = Field(1, ge=1, description="Retry-After of a refusal; the count falls as the window slides")
     buffer_bytes: int = Field(
         65536, ge=16384, description="largest request read for the keys (a 10,000-character CJK text in JSON fits)"
     )
@@ -102,7 +103,10 @@ def _user_rules(rate: RateLimitConfig) -> list[str]:
     """Mirrors RateLimitConfig.tier_of and user_key: a listed user's tier, else the
     header's if trusted, else the default; no user_id: the client address, anonymous."""
     out = [
-        "    http-request set-var(txn.ip) src if classify METH_POST !{ var(txn.user) -m found }",
+        # Anonymous only if the body was read as a ticket: one the door cannot read (too large,
+        # not JSON) is passed on unguarded rather than charged to the address's bucket.
+        "    http-request set-var(txn.text_chars) req.body,json_query('$.text'),length if classify METH_POST",
+        "    http-request set-var(txn.ip) src if { var(txn.text_chars) -m found } !{ var(txn.user) -m found }",
         "    http-request set-var(txn.user_key) str(addr:),concat(,txn.ip,) if { var(txn.ip) -m found }",
         f"    http-request set-var(txn.tier) str({ANONYMOUS}) if {{ var(txn.ip) -m found }}",
         "    http-request set-var(txn.user_key) str(user:),concat(,txn.tenant,/),concat(,txn.user,) "
