@@ -90,7 +90,7 @@ def render(front: FrontDoorConfig, app: AppConfig) -> str:
         "    http-request set-var(txn.user) req.body,json_query('$.user_id') if classify METH_POST",
         "    http-request set-var(txn.tenant) req.body,json_query('$.tenant') if classify METH_POST",
         *_user_rules(rate),
-        _refuse("txn.retry_after", "too many requests for this user; retry later"),
+        _refuse("too many requests for this user; retry later"),
         *_tenant_rules(rate),
         "    default_backend serve",
         "backend serve",
@@ -139,16 +139,17 @@ def _tenant_rules(rate: RateLimitConfig) -> list[str]:
     return [
         "    http-request set-var(txn.tenant_key) var(txn.tenant)",
         f"    http-request lua.take tenant {limit.requests_per_s} {limit.capacity}",
-        _refuse("txn.retry_after", "too many requests for this tenant; retry later"),
+        _refuse("too many requests for this tenant; retry later"),
     ]
 
 
-def _refuse(var: str, message: str) -> str:
+def _refuse(message: str) -> str:
+    """A 429 if the Lua bucket just refused (it set txn.retry_after)."""
     # `string` is single-quoted for HAProxy, so the JSON's double quotes stay as they are.
     body = "'{\"error\":{\"code\":\"rate_limited\",\"message\":\"" + message + "\"}}'"
     return (
-        f'    http-request return status 429 content-type application/json hdr Retry-After "%[var({var})]" '
-        f"string {body} if {{ var({var}) -m found }}"
+        '    http-request return status 429 content-type application/json hdr Retry-After "%[var(txn.retry_after)]" '
+        f"string {body} if {{ var(txn.retry_after) -m found }}"
     )
 
 

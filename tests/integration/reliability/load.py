@@ -9,6 +9,7 @@ client's timeout, which is longer than the service's own request budget).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -132,10 +133,11 @@ async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: fl
 
 
 async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, float]], timeout_s: float,
-                    max_in_flight: int) -> tuple[Outcomes, list[dict]]:  # fmt: skip
+                    max_in_flight: int, raw: bool = False) -> tuple[Outcomes, list[dict]]:  # fmt: skip
     """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
     (a capped number in flight: past it an arrival counts as lost on the client side and
-    is reported as such). Returns all outcomes and one summary per step."""
+    is reported as such). Returns all outcomes and one summary per step. `raw`: bare
+    HTTP/1.1 instead of aiohttp (raw_sender), for a flood beside a measured stream."""
     per_step = []
     began = time.perf_counter()
     tasks: set[asyncio.Task] = set()
@@ -148,7 +150,7 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
             lags_ms.append((time.perf_counter() - t - 0.05) * 1000)
 
     watcher = asyncio.ensure_future(watch_lag())
-    async with client(base_url, timeout_s, max_in_flight) as c:
+    async with (raw_sender if raw else aiohttp_sender)(base_url, bodies, timeout_s, max_in_flight) as send_one:
         i = 0
         for rate, seconds in steps:
             step = Outcomes()
@@ -162,7 +164,7 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
                 if len(tasks) >= max_in_flight:
                     step.add("lost", time.perf_counter() - began, note="client in-flight cap")
                     continue
-                task = asyncio.ensure_future(send(c, bodies[i % len(bodies)], step, began))
+                task = asyncio.ensure_future(send_one(i, step, began))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 i += 1
@@ -176,23 +178,18 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
                   "client_loop_lag_max_ms": round(lag, 1)} for r, s, st, lag in per_step]  # fmt: skip
 
 
-def open_loop_at(start_at_s: float, base_url: str, bodies: list[dict], steps: list[tuple[float, float]],
-                 timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[float]]:  # fmt: skip
-    """open_loop (or raw_open_loop) from wall-clock `start_at_s` on, in whichever process
-    calls it: the summary of all steps and the answered tickets' latencies. Two streams
-    measured apart go in two processes: in one event loop, the sends of one delay the
-    timings of the other."""
-    time.sleep(max(0.0, start_at_s - time.time()))
-    run = raw_open_loop if raw else open_loop
-    out, _ = asyncio.run(run(base_url, bodies, steps, timeout_s, max_in_flight))
-    return out.summary(), out.ok_ms
+@contextlib.asynccontextmanager
+async def aiohttp_sender(base_url: str, bodies: list[dict], timeout_s: float, connections: int):
+    """`send_one(i, out, began)`: the i-th body (cyclically) over aiohttp."""
+    async with client(base_url, timeout_s, connections) as c:
+        yield lambda i, out, began: send(c, bodies[i % len(bodies)], out, began)
 
 
-async def raw_open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, float]], timeout_s: float,
-                        max_in_flight: int) -> tuple[Outcomes, list]:  # fmt: skip
-    """open_loop's arrivals and outcomes on bare keep-alive HTTP/1.1 connections, for a
-    flood: aiohttp spends ~0.6 ms of CPU per request, which at 150/s is a tenth of a core
-    taken from the service under test on a shared machine; this spends a fraction of it."""
+@contextlib.asynccontextmanager
+async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connections: int):
+    """aiohttp_sender on bare keep-alive HTTP/1.1 connections. aiohttp spends ~0.6 ms of
+    CPU per request: at 150/s a tenth of a core taken from the service under test on a
+    shared machine; this spends about half."""
     url = urlsplit(base_url)
     path = url.path.rstrip("/") + "/v1/classify"
     wire = [
@@ -201,14 +198,13 @@ async def raw_open_loop(base_url: str, bodies: list[dict], steps: list[tuple[flo
         for b in (json.dumps(body).encode() for body in bodies)
     ]  # fmt: skip
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-    out, began, tasks = Outcomes(), time.perf_counter(), set()
 
-    async def one(request: bytes) -> None:
-        start = time.perf_counter()
-        conn = idle.pop() if idle else await asyncio.open_connection(url.hostname, url.port)
+    async def send_one(i: int, out: Outcomes, began: float) -> None:
+        start, conn = time.perf_counter(), None
         try:
             async with asyncio.timeout(timeout_s):
-                conn[1].write(request)
+                conn = idle.pop() if idle else await asyncio.open_connection(url.hostname, url.port)
+                conn[1].write(wire[i % len(wire)])
                 status = int((await conn[0].readline()).split()[1])
                 length, retry_after = 0, False
                 while (line := (await conn[0].readline()).lower()) not in (b"\r\n", b""):
@@ -216,35 +212,33 @@ async def raw_open_loop(base_url: str, bodies: list[dict], steps: list[tuple[flo
                     retry_after = retry_after or line.startswith(b"retry-after:")
                 note = (await conn[0].readexactly(length)).decode(errors="replace")
         except TimeoutError:
-            conn[1].close()
             out.add("hung", start - began)
-            return
         except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as e:
-            conn[1].close()
             out.add("lost", start - began, note=type(e).__name__)
-            return
-        idle.append(conn)
-        if status == 200:
-            out.add("ok", start - began, 200, (time.perf_counter() - start) * 1000)
-        elif status in (429, 503) and retry_after:
-            out.add("refused", start - began, status, note=note)
         else:
-            out.add("unexpected", start - began, status, note=note)
+            idle.append(conn)
+            if status == 200:
+                out.add("ok", start - began, 200, (time.perf_counter() - start) * 1000)
+            elif status in (429, 503) and retry_after:
+                out.add("refused", start - began, status, note=note)
+            else:
+                out.add("unexpected", start - began, status, note=note)
+            return
+        if conn is not None:
+            conn[1].close()
 
-    i, step_start = 0, time.perf_counter()
-    for rate, seconds in steps:
-        for k in range(int(rate * seconds)):
-            if (wait := step_start + k / rate - time.perf_counter()) > 0:
-                await asyncio.sleep(wait)
-            if len(tasks) >= max_in_flight:
-                out.add("lost", time.perf_counter() - began, note="client in-flight cap")
-                continue
-            task = asyncio.ensure_future(one(wire[i % len(wire)]))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            i += 1
-        step_start += seconds
-    await asyncio.gather(*tasks)
-    for _, writer in idle:
-        writer.close()
-    return out, []
+    try:
+        yield send_one
+    finally:
+        for _, writer in idle:
+            writer.close()
+
+
+def open_loop_at(start_at_s: float, base_url: str, bodies: list[dict], steps: list[tuple[float, float]],
+                 timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[float]]:  # fmt: skip
+    """open_loop from wall-clock `start_at_s` on, in whichever process calls it: the
+    summary of all steps and the answered tickets' latencies. Two streams measured apart
+    go in two processes: in one event loop, the sends of one delay the timings of the other."""
+    time.sleep(max(0.0, start_at_s - time.time()))
+    out, _ = asyncio.run(open_loop(base_url, bodies, steps, timeout_s, max_in_flight, raw))
+    return out.summary(), out.ok_ms
