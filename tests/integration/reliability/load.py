@@ -36,6 +36,7 @@ class Outcomes:
     counts: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     ok_ms: list[float] = field(default_factory=list)
+    ok_at_s: list[float] = field(default_factory=list)  # when each of ok_ms was sent, since the start
     samples: list[str] = field(default_factory=list)  # a few unexpected answers, to read
     timeline: list[tuple[float, str]] = field(default_factory=list)  # (seconds since start, kind)
 
@@ -46,6 +47,7 @@ class Outcomes:
             self.statuses[status] += 1
         if kind == "ok" and ms is not None:
             self.ok_ms.append(ms)
+            self.ok_at_s.append(round(at_s, 3))
         if kind in ("unexpected", "lost", "refused") and len(self.samples) < 20:
             self.samples.append(f"{kind} {status}: {note[:300]}")
 
@@ -53,6 +55,7 @@ class Outcomes:
         self.counts.update(other.counts)
         self.statuses.update(other.statuses)
         self.ok_ms += other.ok_ms
+        self.ok_at_s += other.ok_at_s
         self.samples += other.samples[: max(0, 20 - len(self.samples))]
         self.timeline += other.timeline
 
@@ -235,10 +238,10 @@ async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connec
 
 
 def open_loop_at(start_at_s: float, base_url: str, bodies: list[dict], steps: list[tuple[float, float]],
-                 timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[float]]:  # fmt: skip
+                 timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[tuple[float, float]]]:  # fmt: skip
     """open_loop from wall-clock `start_at_s` on, in whichever process calls it: the
-    summary of all steps and the answered tickets' latencies. Two streams measured apart
+    summary of all steps and the answered tickets' (sent at s, latency ms). Two streams measured apart
     go in two processes: in one event loop, the sends of one delay the timings of the other."""
     time.sleep(max(0.0, start_at_s - time.time()))
     out, _ = asyncio.run(open_loop(base_url, bodies, steps, timeout_s, max_in_flight, raw))
-    return out.summary(), out.ok_ms
+    return out.summary(), list(zip(out.ok_at_s, out.ok_ms))

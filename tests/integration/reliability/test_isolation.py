@@ -2,7 +2,8 @@
 and one tenant (1,000 users, each under its own limit) send first at their limit and
 then flood at 150 tickets/s. The regular users' P99 is compared with the same
 load without them, and the flood with the same neighbour at its limit: what a flood's
-excess costs the others. A cached answer of one tenant is never served to another.
+excess costs the others, once the neighbour's burst (the same in both) is spent. A cached
+answer of one tenant is never served to another.
 
 The load comes in through the HAProxy front door (deploy/front_door.py), which refuses a
 flood's excess in C before Serve's Python proxy; without it, each refusal costs the
@@ -51,10 +52,16 @@ LIMITS = {
     },
     "duplicates": {"max_repeats": 10_000},
 }  # fmt: skip
-# Each neighbour runs twice at its limit and twice flooding, alternately, and the regular
-# latencies of like phases are pooled: one 15 s phase holds 360 regular tickets, whose
-# P99 is their 4th slowest, and two alike phases here differ by up to 20 %.
-ROUNDS = 2
+# Each neighbour runs three times at its limit and three times flooding, alternately, and
+# the regular latencies of like phases are pooled: one 8 s phase (CI) holds 192 regular
+# tickets, whose P99 is their 2nd slowest, and one stall of the machine (~100 ms, 3-4
+# tickets) now and then decided it; pooled over three, a lone stall no longer does.
+ROUNDS = 3
+# A neighbour's first seconds are its bucket's burst, in both conditions alike: a tenant's
+# 16 model tickets at once delay the regular tickets of the next ~0.3 s by up to 100-280 ms,
+# and those few decided each phase's P99 (which of them landed there was the run's noise).
+# Regular tickets of those seconds are pooled apart; the bounds are on the rest.
+SETTLE_S = BURST_S + 1.0
 NEIGHBOURS = {"user": USER_PER_S, "tenant": TENANT_PER_S}
 
 
@@ -105,18 +112,22 @@ def neighbour_steps(kind: str, flood: bool) -> list[tuple[float, float]]:
     """Flooding: far above the limit. At its limit: all the limit allows and no more, the
     burst first (its bucket's capacity, as fast as the flood) and then the sustained rate,
     which is what a flood gets admitted; the two differ only in the refused excess."""
+    seconds = SETTLE_S + PHASE_S
     if flood:
-        return [(FLOOD_PER_S, PHASE_S)]
+        return [(FLOOD_PER_S, seconds)]
     rate = NEIGHBOURS[kind]
     burst_s = (rate * BURST_S - 0.5) / FLOOD_PER_S  # a token short: the client's own jitter
-    return [(FLOOD_PER_S, burst_s), (0.95 * rate, PHASE_S - burst_s)]
+    return [(FLOOD_PER_S, burst_s), (0.95 * rate, seconds - burst_s)]
 
 
 @pytest.fixture(scope="module")
 def second_process():
     """The neighbour's load generator, in a process of its own (spawned: no Ray inside)."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pool.submit(time.time).result()  # started and warm before the first phase
+        # It stands in for clients on other machines: at the lowest CPU priority its own
+        # sending (a flood's 150/s) is not charged to the service under test. Started and
+        # warm before the first phase.
+        pool.submit(os.nice, 19).result()
         yield pool
 
 
@@ -125,9 +136,10 @@ def cpu_s(pid: int) -> float:
 
 
 def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str, int], kind: str | None = None,
-          flood: bool = False, tag: str = "") -> tuple[dict, list[float]]:  # fmt: skip
-    """Regular users for PHASE_S, with a neighbour beside them or not; the summaries, where
-    the CPU went (`watch`: name -> pid) and the regular tickets' latencies."""
+          flood: bool = False, tag: str = "") -> tuple[dict, list[float], list[float]]:  # fmt: skip
+    """Regular users for SETTLE_S + PHASE_S, with a neighbour beside them or not; the
+    summaries, where the CPU went (`watch`: name -> pid), and the regular tickets' latencies
+    in the neighbour's first SETTLE_S (its burst) and after."""
     before = {name: cpu_s(pid) for name, pid in watch.items()}
     machine = psutil.cpu_times()
     start_at = time.time() + 0.5
@@ -136,9 +148,12 @@ def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str
         steps = neighbour_steps(kind, flood)
         bodies = neighbour_bodies(int(sum(r * s for r, s in steps)) + 10, kind, tag)
         neighbour = pool.submit(open_loop_at, start_at, url, bodies, steps, timeout_s, 2048, True)
-    regular = regular_bodies(int(REGULAR_PER_S * PHASE_S) + 10)
-    summary, regular_ms = open_loop_at(start_at, url, regular, [(REGULAR_PER_S, PHASE_S)], timeout_s, 1024)
-    out = {"regular": summary}
+    bodies = regular_bodies(int(REGULAR_PER_S * (SETTLE_S + PHASE_S)) + 10)
+    summary, regular = open_loop_at(start_at, url, bodies, [(REGULAR_PER_S, SETTLE_S + PHASE_S)], timeout_s, 1024)
+    burst_ms = [ms for at_s, ms in regular if at_s < SETTLE_S]
+    steady_ms = [ms for at_s, ms in regular if at_s >= SETTLE_S]
+    out = {"regular": {**summary, "p99_burst_ms": p99(burst_ms), "p99_steady_ms": p99(steady_ms)},
+           "slowest_sent_at_s_and_ms": sorted(regular, key=lambda s: -s[1])[:5]}  # fmt: skip
     if neighbour:
         out["neighbour"] = neighbour.result()[0]
     busy = [a - b for a, b in zip(psutil.cpu_times(), machine)]
@@ -146,7 +161,7 @@ def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str
         "machine_busy_percent": round(100 * (1 - busy[3] / max(1e-9, sum(busy))), 1),  # [3]: idle
         **{f"{name}_cpu_s": round(cpu_s(pid) - before[name], 2) for name, pid in watch.items()},
     }
-    return out, regular_ms
+    return out, burst_ms, steady_ms
 
 
 def p99(ms: list[float]) -> float:
@@ -166,11 +181,12 @@ def floods(isolated, front_door, second_process) -> dict:
     if front_pid:
         watch["front_door"] = front_pid
     phase(second_process, url, timeout_s, watch)  # warm-up: caches and the adaptive limits settle
-    phases, pooled = {}, {}
+    phases, pooled, pooled_burst = {}, {}, {}
 
     def run(name: str, pool_as: str, *neighbour) -> None:
-        phases[name], regular_ms = phase(second_process, url, timeout_s, watch, *neighbour)
-        pooled.setdefault(pool_as, []).extend(regular_ms)
+        phases[name], burst_ms, steady_ms = phase(second_process, url, timeout_s, watch, *neighbour)
+        pooled.setdefault(pool_as, []).extend(steady_ms)
+        pooled_burst.setdefault(pool_as, []).extend(burst_ms)
 
     run("base", "base")
     for kind in NEIGHBOURS:
@@ -182,16 +198,18 @@ def floods(isolated, front_door, second_process) -> dict:
     result = {
         "front_door": front_door is not None,
         "regular_p99_ms_pooled": p,
+        # While a neighbour spends its bucket's burst: the same in both conditions (see SETTLE_S).
+        "regular_p99_ms_pooled_during_the_burst": {name: p99(ms) for name, ms in pooled_burst.items()},
         # What a flood's excess costs the others: the same neighbour at its limit, then flooding.
         "p99_moved_by_the_excess": {k: round(p[f"{k}_flood"] / p[f"{k}_at_limit"] - 1, 3) for k in NEIGHBOURS},
         # What the neighbour costs at all, its allowed share included.
         "p99_moved_vs_base": {k: round(p[f"{k}_flood"] / p["base"] - 1, 3) for k in NEIGHBOURS},
-        # How far two identical phases (the neighbour at its limit, twice) lie apart in this
-        # run: the machine's own noise, which no bound can be tighter than.
-        "p99_spread_of_like_phases": {k: spread([phases[f"{k}_at_limit_{r}"]["regular"]["p99_ok_ms"]
+        # How far identical phases (the neighbour at its limit, each round) lie apart in
+        # this run: the machine's own noise, which no bound can be tighter than.
+        "p99_spread_of_like_phases": {k: spread([phases[f"{k}_at_limit_{r}"]["regular"]["p99_steady_ms"]
                                                  for r in range(ROUNDS)]) for k in NEIGHBOURS},
         "phases": phases,
-        "phase_s": PHASE_S, "rounds": ROUNDS, "regular_per_s": REGULAR_PER_S, "flood_per_s": FLOOD_PER_S,
+        "phase_s": PHASE_S, "settle_s": SETTLE_S, "rounds": ROUNDS, "regular_per_s": REGULAR_PER_S, "flood_per_s": FLOOD_PER_S,
     }  # fmt: skip
     record("isolation", result)
     return result
@@ -212,13 +230,10 @@ def test_a_neighbour_at_its_limit_is_never_refused(floods):
         assert 429 not in neighbour["statuses"], (name, neighbour)
 
 
-@pytest.mark.xfail(strict=False, reason="not reliably met for the tenant flood on 2 shared cores: its excess moved "
-                   "the others' P99 -28 % to +100 % over five runs, beyond the run's own noise in one "
-                   "(docs/reliability.md#isolation)")  # fmt: skip
 def test_a_floods_excess_moves_the_others_p99_by_10_percent_at_most(floods):
-    """10 % beyond what two identical phases of this run differ by: on 2 shared cores a
-    tenant at its limit alone moves the P99 of 200-400 tickets by up to 30 % from one phase
-    to the next. Without the front door a flood moved it x70-200."""
+    """10 % beyond what identical phases of this run differ by: on 2 shared cores, with a
+    tenant at its limit, one phase's P99 differs from the next by 20-75 % (CI size). Without
+    the front door a flood moved it x70-200; with a coarse counter as the door, x8-20."""
     if not floods["front_door"]:
         pytest.skip("needs the front door (haproxy: apt-get install haproxy)")
     moved, noise = floods["p99_moved_by_the_excess"], floods["p99_spread_of_like_phases"]
