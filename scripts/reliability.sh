@@ -2,7 +2,7 @@
 # Set up, then run the reliability suite: overload at 3x capacity, replica loss, node loss
 # (a second local Ray node), hostile input (10,000+ fuzzed requests), user and tenant
 # isolation, privacy of the logs; plus the KV-cache manager's loss (test_kv_cache.py).
-# Figures: bench/results/reliability/*.json (quoted in docs/reliability.md). ~19 min.
+# Figures: bench/results/reliability/*.json (quoted in docs/reliability.md). ~21 min.
 # Isolation goes through the HAProxy front door (deploy/front_door.py): needs the haproxy
 # binary (apt-get install haproxy), else its P99 bound is skipped.
 set -euo pipefail

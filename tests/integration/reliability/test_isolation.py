@@ -109,15 +109,17 @@ def neighbour_bodies(n: int, kind: str, tag: str) -> list[dict]:
 
 
 def neighbour_steps(kind: str, flood: bool) -> list[tuple[float, float]]:
-    """Flooding: far above the limit. At its limit: all the limit allows and no more, the
-    burst first (its bucket's capacity, as fast as the flood) and then the sustained rate,
-    which is what a flood gets admitted; the two differ only in the refused excess."""
+    """Flooding: far above the limit. At its limit: what the limit allows, the burst first
+    (its bucket's capacity, as fast as the flood) and then the sustained rate, about what a
+    flood gets admitted; the two differ in the refused excess. Two tokens short and 90 % of
+    the rate: the generator runs at the lowest priority and can fall half a second behind,
+    then sends two at once, which a bucket run down to its last token refuses."""
     seconds = SETTLE_S + PHASE_S
     if flood:
         return [(FLOOD_PER_S, seconds)]
     rate = NEIGHBOURS[kind]
-    burst_s = (rate * BURST_S - 0.5) / FLOOD_PER_S  # a token short: the client's own jitter
-    return [(FLOOD_PER_S, burst_s), (0.95 * rate, seconds - burst_s)]
+    burst_s = (rate * BURST_S - 1.5) / FLOOD_PER_S
+    return [(FLOOD_PER_S, burst_s), (0.9 * rate, seconds - burst_s)]
 
 
 @pytest.fixture(scope="module")
