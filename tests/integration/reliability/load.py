@@ -240,8 +240,9 @@ async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connec
 def open_loop_at(start_at_s: float, base_url: str, bodies: list[dict], steps: list[tuple[float, float]],
                  timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[tuple[float, float]]]:  # fmt: skip
     """open_loop from wall-clock `start_at_s` on, in whichever process calls it: the
-    summary of all steps and the answered tickets' (sent at s, latency ms). Two streams measured apart
-    go in two processes: in one event loop, the sends of one delay the timings of the other."""
+    summary of all steps and, per answered ticket, (sent at s since the start, latency ms).
+    Two streams measured apart go in two processes: in one event loop, the sends of one
+    delay the timings of the other."""
     time.sleep(max(0.0, start_at_s - time.time()))
     out, _ = asyncio.run(open_loop(base_url, bodies, steps, timeout_s, max_in_flight, raw))
     return out.summary(), list(zip(out.ok_at_s, out.ok_ms))
