@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from models.build import BUNDLED_DATA, DEFAULT_OUT, ROOT
 
@@ -62,6 +63,18 @@ def bundled_bodies() -> list[dict]:
     """Classify bodies for every ticket of the bundled data set."""
     with open(BUNDLED_DATA, encoding="utf-8") as f:
         return [{"text": row["text"]} for row in csv.DictReader(f)]
+
+
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """Every process's (command line, user + system CPU seconds so far), by pid."""
+    out = {}
+    for p in psutil.process_iter(["cmdline", "name"]):
+        try:
+            t = p.cpu_times()
+            out[p.pid] = ((" ".join(p.info["cmdline"] or []) or p.info["name"])[:60], t.user + t.system)
+        except psutil.Error:
+            continue
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -12,13 +12,13 @@ import argparse
 import asyncio
 import os
 
-import psutil
 from ray import serve
 
 from bench.common import (
     add_load_args,
     bundled_bodies,
     closed_loop,
+    cpu_seconds,
     graph_config,
     start_serve,
     write_results,
@@ -26,17 +26,6 @@ from bench.common import (
 from serve_app import DEPLOYMENT_NAMES, bind_graph
 
 PORT = 18300
-
-
-def cpu_seconds() -> dict[int, tuple[str, float]]:
-    out = {}
-    for p in psutil.process_iter(["cmdline", "name"]):
-        try:
-            t = p.cpu_times()
-            out[p.pid] = ((" ".join(p.info["cmdline"] or []) or p.info["name"])[:60], t.user + t.system)
-        except psutil.Error:
-            continue
-    return out
 
 
 def main() -> None:

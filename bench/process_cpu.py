@@ -14,33 +14,27 @@ import asyncio
 import random
 import time
 
-import psutil
-
-from bench.common import bundled_bodies, percentile, print_table, write_results
+from bench.common import (
+    bundled_bodies,
+    cpu_seconds,
+    percentile,
+    print_table,
+    write_results,
+)
 from bench.overload import open_loop
-
-
-def busy_s() -> dict[int, tuple[str, float]]:
-    out = {}
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            out[p.pid] = (" ".join(p.info["cmdline"] or [p.info["name"]])[:60], sum(p.cpu_times()[:2]))
-        except psutil.Error:
-            continue
-    return out
 
 
 def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
     rng = random.Random(rate)
     bodies = [{**b, "text": f"{b['text']} (ref {rng.getrandbits(32):08x})", "user_id": f"cpu-{i}"}
               for i, b in enumerate(bundled_bodies())]  # fmt: skip
-    before, start = busy_s(), time.monotonic()
+    before, start = cpu_seconds(), time.monotonic()
     if rate:
         outcomes = asyncio.run(open_loop(url, bodies, [rate], seconds, timeout_s=35))
     else:
         time.sleep(seconds)
         outcomes = []
-    elapsed, after = time.monotonic() - start, busy_s()
+    elapsed, after = time.monotonic() - start, cpu_seconds()
     ms = [o.latency_ms for _, o in outcomes if o.kind in ("model", "degraded")]
     shares = sorted(((after[pid][1] - t) / elapsed, after[pid][0]) for pid, (_, t) in before.items() if pid in after)
     load = {"answered": len(ms), "p50_ms": round(percentile(ms, 50), 1) if ms else None,
