@@ -1,13 +1,24 @@
-"""Quality benchmark: the served fine-tuned model vs frozen MiniLM + logistic regression.
+"""Answer quality through the served graph: golden set, out-of-scope, calibration, CPU cost.
 
-    python -m bench.quality --epochs 6                        # banking77 and bitext
-    python -m bench.quality --dataset bundled --epochs 8      # the default model's recipe
+    python -m bench.quality                                    # the default model
+    python -m bench.quality --model default=artifacts/models/default \
+        --model previous=artifacts/models/prev-minilm          # side by side
+    python -m bench.quality --dataset banking77 --dataset bitext --epochs 3
 
-For each data set in ../shared/data (or the bundled one): a stratified 80/20 split
-(seed 0); the model build command fine-tunes on the 80 %; the held-out 20 % goes through
-the running service over HTTP (16 concurrent clients); the baseline is all-MiniLM-L6-v2
-mean-pooled embeddings (frozen) + logistic regression, trained and scored on the same split.
-Prints a table and writes bench/results/quality-<data set>.json.
+Per served model (serve_config.yaml's graph with the edge tier on, over HTTP):
+- the golden set (models/data/golden.csv): accuracy overall, per language and per case;
+  the share of right answers flagged (`needs_review` or `out_of_scope`);
+- out-of-scope recall: CLINC150 validation's `oos` rows (../shared/data, English) and the
+  bundled held-out set (models/data/oos_eval.csv: en, zh, ja), as the share answered
+  `out_of_scope` and the share flagged at all;
+- expected calibration error of the served confidence over those answers;
+- served CPU-ms per model-path ticket: every process's CPU over fresh tickets sent with
+  the edge tier off, divided by the tickets answered.
+
+With --dataset: for each ../shared/data set, a stratified 80/20 split (seed 0); each base
+is fine-tuned by `models.build` on the 80 % and serves the 20 % over HTTP; the baseline
+is the same frozen base encoder, mean-pooled, + logistic regression on the same split.
+Prints markdown tables and writes bench/results/quality*.json.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import os
 import random
 import tempfile
 import time
@@ -24,22 +36,20 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.common import (
-    graph_config,
-    percentile,
-    print_table,
-    start_serve,
-    write_results,
-)
+from bench.common import cpu_seconds, graph_config, print_table, start_serve, write_results
 from loadtest.mix import BITEXT, SHARED_DATA
-from models.build import BUNDLED_DATA, ROOT, TrainSettings, base_model_dir, build
+from models import golden
+from models.artifacts import OUT_OF_SCOPE, ModelMetadata
+from models.build import BUNDLED_DATA, DEFAULT_OUT, OOS_EVAL, ROOT, TrainSettings, base_model_dir, build
+from models.calibration import answer_calibration_error
 
 DATASETS = {
-    "bundled": (BUNDLED_DATA, "text", "label"),
     "bitext": (BITEXT, "utterance", "intent"),
     "banking77": (SHARED_DATA / "banking77" / "train.csv", "text", "category"),
 }
+CLINC_VAL = SHARED_DATA / "clinc150" / "val.csv"
 PORT = 18100
+CPU_TICKETS = 400
 
 
 def load_split(name: str, seed: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -60,13 +70,138 @@ def load_split(name: str, seed: int = 0) -> tuple[list[tuple[str, str]], list[tu
     return train, test
 
 
-def embed(texts: list[str], tok, model) -> np.ndarray:
-    import torch
+def out_of_scope_sets() -> dict[str, list[tuple[str, str]]]:
+    """(text, lang) per set; CLINC150's rows only where ../shared is present."""
+    sets: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    with open(OOS_EVAL, encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            sets[f"bundled held-out {row['lang']}"].append((row["text"], row["lang"]))
+    if CLINC_VAL.exists():
+        with open(CLINC_VAL, encoding="utf-8") as f:
+            sets["CLINC150 val oos (en)"] = [(r["text"], "en") for r in csv.DictReader(f) if r["intent"] == "oos"]
+    return dict(sets)
 
+
+async def ask(url: str, bodies: list[dict], concurrency: int = 8) -> list[dict | None]:
+    limit = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        async def one(body: dict) -> dict | None:
+            async with limit:
+                try:
+                    r = await client.post("/v1/classify", json=body)
+                except httpx.HTTPError:
+                    return None
+            return r.json() if r.status_code == 200 else None
+
+        return await asyncio.gather(*(one(b) for b in bodies))
+
+
+def flagged(answer: dict) -> bool:
+    return answer["label"] == OUT_OF_SCOPE or bool(answer.get("needs_review"))
+
+
+def judge(url: str) -> dict:
+    """Golden set, out-of-scope sets and calibration of one served graph at `url`."""
+    items = golden.load()
+    answers = asyncio.run(
+        ask(url, [{"text": i.text, "lang": i.lang, "user_id": "quality", "ticket_id": f"g{n}"} for n, i in enumerate(items)])
+    )
+    result = golden.score(items, answers)
+    right = [a for i, a in zip(items, answers) if a and a["label"] == i.intent]
+    conf, ok = [], []
+    for item, answer in zip(items, answers):
+        if answer and answer["route"] != "template":
+            conf.append(answer["confidence"])
+            ok.append(answer["label"] == item.intent)
+    oos = {}
+    for name, rows in out_of_scope_sets().items():
+        got = [a for a in asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])) if a]
+        oos[name] = {
+            "n": len(rows),
+            "answered": len(got),
+            "labelled_out_of_scope": _share([a["label"] == OUT_OF_SCOPE for a in got]),
+            "flagged": _share([flagged(a) for a in got]),
+            "routes": dict(sorted(_count(a["route"] for a in got).items())),
+        }
+        for a in got:
+            if a["route"] != "template":
+                conf.append(a["confidence"])
+                ok.append(a["label"] == OUT_OF_SCOPE)
+    return {
+        "golden": {k: result[k] for k in ("tickets", "answered", "accuracy", "by_lang", "by_case", "route_agreement")},
+        "golden_right_flagged": _share([flagged(a) for a in right]),
+        "out_of_scope": oos,
+        "served_ece": round(answer_calibration_error(np.array(conf), np.array(ok)), 4),
+        "served_answers_judged": len(conf),
+    }
+
+
+def served_cpu_ms(url: str, tickets: int = CPU_TICKETS) -> dict:
+    """CPU of every process on the machine (this one's own excepted) per fresh model-path ticket."""
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        texts = [r["text"] for r in csv.DictReader(f) if r["label"] != OUT_OF_SCOPE]
+    rng = random.Random(1)
+    rng.shuffle(texts)
+    asyncio.run(ask(url, [{"text": t} for t in texts[:40]]))  # warm-up
+    before, start = cpu_seconds(), time.perf_counter()
+    answers = asyncio.run(ask(url, [{"text": t} for t in texts[40 : 40 + tickets]], concurrency=16))
+    after, wall = cpu_seconds(), time.perf_counter() - start
+    me = os.getpid()
+    total = sum(after[p][1] - before[p][1] for p in after if p in before and p != me)
+    done = sum(a is not None for a in answers)
+    return {"tickets": done, "cpu_ms_per_ticket": round(1000 * total / max(1, done), 2), "tickets_per_s": round(done / wall, 1)}
+
+
+def judge_model(name: str, model_dir: Path) -> dict:
+    from ray import serve
+
+    from serve_app import bind_graph
+
+    meta = ModelMetadata.load(model_dir)
+    serve.run(bind_graph(graph_config(model_dir, edge=True)), name=f"q-{name}", route_prefix=f"/q-{name}")
+    out = {"model_version": meta.version, **judge(f"http://127.0.0.1:{PORT}/q-{name}")}
+    serve.delete(f"q-{name}")
+    serve.run(bind_graph(graph_config(model_dir, edge=False)), name=f"c-{name}", route_prefix=f"/c-{name}")
+    out["served_cpu"] = served_cpu_ms(f"http://127.0.0.1:{PORT}/c-{name}")
+    serve.delete(f"c-{name}")
+    return out
+
+
+def model_rows(results: dict[str, dict]) -> list[dict]:
+    rows = []
+    for name, r in results.items():
+        g = r["golden"]
+        row = {
+            "model": f"{name} ({r['model_version']})",
+            "golden": f"{g['accuracy']:.3f}",
+            **{f"golden {lang}": f"{v['accuracy']:.3f}" for lang, v in g["by_lang"].items()},
+            "negation": f"{g['by_case']['negation']['accuracy']:.3f}",
+            "right flagged": f"{r['golden_right_flagged']:.3f}",
+        }
+        for set_name, o in r["out_of_scope"].items():
+            row[f"oos {set_name}: labelled / flagged"] = f"{o['labelled_out_of_scope']:.2f} / {o['flagged']:.2f}"
+        row["served ECE"] = f"{r['served_ece']:.3f}"
+        row["CPU-ms / model ticket"] = f"{r['served_cpu']['cpu_ms_per_ticket']:.1f}"
+        rows.append(row)
+    return rows
+
+
+# --- the ../shared data sets: fine-tuned and served vs frozen encoder + logistic regression ---
+
+
+def embed(texts: list[str], base: str) -> np.ndarray:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base_model_dir(base))
+    model = AutoModel.from_pretrained(base_model_dir(base)).eval()
+    prefix = "query: " if base == "e5-small" else ""
     out = []
     with torch.no_grad():
         for i in range(0, len(texts), 128):
-            enc = tok(texts[i : i + 128], padding=True, truncation=True, max_length=128, return_tensors="pt")
+            enc = tok([prefix + t for t in texts[i : i + 128]], padding=True, truncation=True, max_length=128,
+                      return_tensors="pt")  # fmt: skip
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).float()
             pooled = (hidden * mask).sum(1) / mask.sum(1)
@@ -74,102 +209,83 @@ def embed(texts: list[str], tok, model) -> np.ndarray:
     return np.concatenate(out)
 
 
-def baseline(train, test) -> dict:
+def baseline(train, test, base: str) -> dict:
     from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score, f1_score
-    from transformers import AutoModel, AutoTokenizer
 
-    start = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(base_model_dir())
-    model = AutoModel.from_pretrained(base_model_dir()).eval()
     clf = LogisticRegression(C=10.0, max_iter=2000)
-    clf.fit(embed([t for t, _ in train], tok, model), [lab for _, lab in train])
-    pred = clf.predict(embed([t for t, _ in test], tok, model))
-    gold = [lab for _, lab in test]
-    return {
-        "accuracy": accuracy_score(gold, pred),
-        "macro_f1": f1_score(gold, pred, average="macro"),
-        "seconds": time.perf_counter() - start,
-    }
+    clf.fit(embed([t for t, _ in train], base), [lab for _, lab in train])
+    pred = clf.predict(embed([t for t, _ in test], base))
+    return {"accuracy": float(np.mean([p == lab for p, (_, lab) in zip(pred, test)]))}
 
 
-async def classify_all(test, port: int, users: int = 16) -> tuple[list[str | None], list[float]]:
-    preds: list[str | None] = [None] * len(test)
-    latencies: list[float] = []
-    queue = list(range(len(test)))
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-
-        async def user():
-            while queue:
-                i = queue.pop()
-                start = time.perf_counter()
-                r = await client.post("/v1/classify", json={"text": test[i][0]})
-                latencies.append((time.perf_counter() - start) * 1000)
-                if r.status_code == 200:
-                    preds[i] = r.json()["label"]
-
-        await asyncio.gather(*(user() for _ in range(users)))
-    return preds, latencies
-
-
-def served(name: str, train, test, epochs: int) -> dict:
+def served(name: str, train, test, settings: TrainSettings) -> dict:
     from ray import serve
-    from sklearn.metrics import accuracy_score, f1_score
 
     from serve_app import bind_graph
 
-    out = ROOT / "artifacts" / "models" / f"bench-{name}"
+    out = ROOT / "artifacts" / "models" / f"bench-{name}-{settings.base}"
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "train.csv"
         with open(data, "w", newline="", encoding="utf-8") as f:
             csv.writer(f).writerows([("text", "label"), *train])
         start = time.perf_counter()
-        meta = build(data, "text", "label", out, None, TrainSettings(epochs=epochs))
+        meta = build(data, "text", "label", out, None, settings)
         train_s = time.perf_counter() - start
-    serve.run(bind_graph(graph_config(out)), name=name, route_prefix="/")
-    preds, latencies = asyncio.run(classify_all(test, PORT))
-    serve.delete(name)
-    gold = [lab for _, lab in test]
-    answered = [p if p is not None else "<error>" for p in preds]
+    app = f"d-{name}-{settings.base}"
+    serve.run(bind_graph(graph_config(out)), name=app, route_prefix=f"/{app}")
+    answers = asyncio.run(ask(f"http://127.0.0.1:{PORT}/{app}", [{"text": t} for t, _ in test], concurrency=16))
+    serve.delete(app)
     return {
         "model_version": meta.version,
-        "accuracy": accuracy_score(gold, answered),
-        "macro_f1": f1_score(gold, answered, average="macro", labels=sorted(set(gold))),
-        "errors": sum(p is None for p in preds),
-        "train_seconds": train_s,
-        "p50_ms": percentile(latencies, 50),
-        "p95_ms": percentile(latencies, 95),
-        "p99_ms": percentile(latencies, 99),
+        "accuracy": float(np.mean([a is not None and a["label"] == lab for a, (_, lab) in zip(answers, test)])),
+        "errors": sum(a is None for a in answers),
+        "train_seconds": round(train_s, 1),
+        "validation": meta.extra.get("validation", {}),
     }
+
+
+def _share(values: list[bool]) -> float:
+    return round(sum(values) / len(values), 4) if values else float("nan")
+
+
+def _count(values) -> dict:
+    out: dict = defaultdict(int)
+    for v in values:
+        out[v] += 1
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--dataset", action="append", choices=sorted(DATASETS),
-                   help="default: the two ../shared/data sets")
-    p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs (the data sets are 6-8x the bundled one)")
+    p.add_argument("--model", action="append", default=None, metavar="NAME=DIR",
+                   help=f"a built model to judge (repeatable); default: default={DEFAULT_OUT}")
+    p.add_argument("--dataset", action="append", choices=sorted(DATASETS), default=None,
+                   help="instead: fine-tune and serve on this ../shared data set (repeatable)")
+    p.add_argument("--base", action="append", default=None, help="with --dataset: bases to compare (default both)")
+    p.add_argument("--epochs", type=int, default=3, help="with --dataset: fine-tuning epochs")
     a = p.parse_args()
-    names = a.dataset or ["banking77", "bitext"]
     start_serve(PORT)
-    rows = []
-    for name in names:
-        train, test = load_split(name)
-        base = baseline(train, test)
-        ours = served(name, train, test, a.epochs)
-        result = {"epochs": a.epochs, "train_rows": len(train), "test_rows": len(test), "baseline": base, "served": ours}
-        write_results(f"quality-{name}", result)
-        for system, r in (("frozen MiniLM + logistic regression", base), ("served fine-tuned MiniLM (vLLM)", ours)):
-            rows.append(
-                {
-                    "data set": f"{name} ({len(train)}/{len(test)})",
-                    "system": system,
-                    "accuracy": f"{r['accuracy']:.4f}",
-                    "macro-F1": f"{r['macro_f1']:.4f}",
-                    "p50 ms": f"{r['p50_ms']:.1f}" if "p50_ms" in r else "-",
-                    "p99 ms": f"{r['p99_ms']:.1f}" if "p99_ms" in r else "-",
-                }
-            )
-    print_table(rows)
+    if a.dataset:
+        rows = []
+        for name in a.dataset:
+            train, test = load_split(name)
+            result = {"train_rows": len(train), "test_rows": len(test)}
+            for base in a.base or ["e5-small", "minilm"]:
+                result[f"baseline-{base}"] = baseline(train, test, base)
+                result[f"served-{base}"] = served(name, train, test, TrainSettings(base=base, epochs=a.epochs))
+                rows += [
+                    {"data set": f"{name} ({len(train)}/{len(test)})", "system": f"frozen {base} + logistic regression",
+                     "accuracy": f"{result[f'baseline-{base}']['accuracy']:.4f}"},
+                    {"data set": f"{name} ({len(train)}/{len(test)})", "system": f"fine-tuned {base}, served (vLLM)",
+                     "accuracy": f"{result[f'served-{base}']['accuracy']:.4f}"},
+                ]  # fmt: skip
+            write_results(f"quality-{name}", result)
+        print_table(rows)
+        return
+    models = dict(m.split("=", 1) for m in a.model) if a.model else {"default": str(DEFAULT_OUT)}
+    results = {name: judge_model(name, Path(d)) for name, d in models.items()}
+    write_results("quality", results)
+    print_table(model_rows(results))
 
 
 if __name__ == "__main__":

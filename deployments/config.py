@@ -100,8 +100,9 @@ class EdgeConfig(_Strict):
     cache_max_entries: int = Field(100_000, gt=0, description="result cache size, least recently used evicted")
     cache_ttl_s: float = Field(3600.0, gt=0, description="result cache entry lifetime")
     pre_classifier_enabled: bool = Field(True, description="answer confident simple tickets at the edge")
-    pre_classifier_min_confidence: float = Field(
-        0.8, gt=0, le=1, description="pre-classifier probability needed to answer (route edge_model)"
+    pre_classifier_min_confidence: float | None = Field(
+        None, gt=0, le=1, description="pre-classifier probability needed to answer (route edge_model); "
+        "null: the model's gate per language, read off validation tickets at build time (else 0.8)"
     )
     pre_classifier_intents: list[str] | None = Field(
         None, description="intents the pre-classifier may answer; default: the model's 'simple' tier"
@@ -183,8 +184,9 @@ class KVCacheConfig(_Strict):
 
 class ReviewConfig(_Strict):
     enabled: bool = Field(True, description="flag and record answers below min_confidence for a person to check")
-    min_confidence: float = Field(
-        0.5, ge=0, le=1, description="model and edge answers below this confidence get needs_review: true"
+    min_confidence: float | None = Field(
+        None, ge=0, le=1, description="model and edge answers below this confidence get needs_review: true; "
+        "null: the model's review_threshold (at most 5 % of right validation answers below it), else 0.5"
     )
     store_path: ProjectPath = Field(
         "var/review.sqlite3", description="SQLite file of the review queue (relative: project root); survives restarts"

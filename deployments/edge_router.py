@@ -15,6 +15,7 @@ from deployments.breaker import BreakerView
 from deployments.canary import CanaryView
 from deployments.config import EdgeConfig, RolloutConfig
 from deployments.model_path import GiveUp, ModelPath
+from models.artifacts import OUT_OF_SCOPE
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
@@ -23,6 +24,9 @@ from policies.retry import RetryConfig
 from policies.templates import TemplateSet
 
 logger = logging.getLogger("ray.serve")
+
+# Models built without a validation split (an instruct LLM for generate mode) carry no gates.
+DEFAULT_EDGE_GATE = 0.8
 
 DEFAULT_OPTIONS = {
     "name": "EdgeRouter",
@@ -106,6 +110,14 @@ class EdgeRouter:
             else [name for name, tier in labels.items() if tier == "simple"]
         )
         self._model_version = info["model_version"]
+        # The build read a gate per language off validation tickets, where the edge's
+        # answers were at least as accurate as the model's; a configured value overrides it.
+        gates = info.get("edge_min_confidence") or {}
+        self._edge_gates = (
+            {"*": config.pre_classifier_min_confidence}
+            if config.pre_classifier_min_confidence is not None
+            else {"*": DEFAULT_EDGE_GATE, **gates}
+        )
         self._pre_classifier = self._load_pre_classifier() if config.pre_classifier_enabled else None
         self._cache: LruTtlCache[tuple[str, str, str], tuple[str, float]] = LruTtlCache(
             config.cache_max_entries, config.cache_ttl_s
@@ -149,12 +161,19 @@ class EdgeRouter:
         version = self._model_version if side == "stable" else split.canary_version
         if c.cache_enabled and (hit := self._cache.get(_cache_key(ticket, version), self._clock())):
             return self._answer(hit[0], hit[1], "cache", lang.language, model_version=version)
-        if self._templates and (template := self._templates.match(ticket.text, lang.language)):
+        guess = self._pre_classifier.predict(ticket.text) if self._pre_classifier is not None else None
+        # A pattern sees words, not the whole request ("the router's admin password"): where
+        # the pre-classifier reads the ticket as out of scope, the model decides instead.
+        if (
+            self._templates
+            and (template := self._templates.match(ticket.text, lang.language))
+            and (guess is None or guess.label != OUT_OF_SCOPE)
+        ):
             return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
         # The pre-classifier is built with the stable model: canary tickets are the canary's to answer.
-        if self._pre_classifier is not None and side == "stable":
-            guess = self._pre_classifier.predict(ticket.text)
-            if guess.label in self._edge_intents and guess.confidence >= c.pre_classifier_min_confidence:
+        if guess is not None and side == "stable":
+            gate = self._edge_gates.get(lang.language, self._edge_gates["*"])
+            if guess.label in self._edge_intents and guess.confidence >= gate:
                 return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
         result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
         if isinstance(result, GiveUp):

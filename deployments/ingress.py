@@ -38,6 +38,7 @@ from deployments.api import (
 )
 from deployments.config import AdminConfig, IngressConfig, ReviewConfig
 from deployments.local import InProcessEdge
+from models.artifacts import OUT_OF_SCOPE
 from policies.admission import AdaptiveConcurrency
 from policies.window import LatencyWindow
 
@@ -59,6 +60,8 @@ DEFAULT_OPTIONS = {
     "backpressure_config": {"retry_after_s": 1},
     "ray_actor_options": {"num_cpus": 0},
 }
+# Models built without a validation split carry no review threshold of their own.
+DEFAULT_REVIEW_CONFIDENCE = 0.5
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
 _HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed", 413: "input_too_long"}
 
@@ -84,6 +87,11 @@ class Ingress:
         self._first = first
         self._nodes = nodes
         self._review = review or ReviewConfig(enabled=False)
+        if self._review.min_confidence is None:
+            threshold = (await nodes["model"].labels.remote()).get("review_threshold")
+            self._review = self._review.model_copy(
+                update={"min_confidence": DEFAULT_REVIEW_CONFIDENCE if threshold is None else threshold}
+            )
         self._admin_token = (admin or AdminConfig()).resolved_token()
         self._review_failures = Counter(
             "review_record_failures_total", description="Low-confidence answers the review queue did not record."
@@ -244,7 +252,9 @@ class Ingress:
         """Low-confidence model and edge answers are flagged; the first time (not from the
         result cache) they are also recorded for review. A failed record never fails the ticket."""
         r = self._review
-        if not r.enabled or result.route == "template" or result.confidence >= r.min_confidence:
+        if not r.enabled or result.route == "template":
+            return False
+        if result.label != OUT_OF_SCOPE and result.confidence >= r.min_confidence:
             return False
         queue = self._nodes.get("review_queue")
         if result.route != "cache" and queue is not None:

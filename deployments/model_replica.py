@@ -30,6 +30,7 @@ from deployments.engines import (
 )
 from deployments.kv_manager import PrefixUse
 from deployments.limiter import AdjustableLimit
+from models.artifacts import OUT_OF_SCOPE
 from deployments.resources import accelerator_memory_gib, read_resources
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.breaker import Resources
@@ -228,6 +229,9 @@ class ModelReplica:
         return {
             "model_version": meta.version,
             "labels": [{"name": label, "tier": meta.tiers.get(label, "regular")} for label in meta.labels],
+            "reserved": [label for label in meta.labels if label == OUT_OF_SCOPE],
+            "review_threshold": meta.review_threshold,
+            "edge_min_confidence": meta.edge_min_confidence,
         }
 
     async def set_max_inflight(self, limit: int) -> int:

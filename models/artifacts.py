@@ -8,6 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 METADATA_FILE = "ticketserve.json"
+# The label of a ticket that fits none of the model's intents; always flagged for review.
+OUT_OF_SCOPE = "out_of_scope"
+RESERVED_TIER = "reserved"
 
 # Files that decide how text becomes token ids; config and weights are not part of it.
 TOKENIZER_FILES = (
@@ -49,6 +52,11 @@ class ModelMetadata:
     data_file: str = ""
     # generate mode: the shared instruction placed before every ticket.
     instruction: str = ""
+    # Read off the validation split at build time (models.calibration): answers below this
+    # calibrated confidence are flagged; None for models built elsewhere.
+    review_threshold: float | None = None
+    # Pre-classifier probability needed to answer at the edge, per language ("*": any).
+    edge_min_confidence: dict[str, float] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def save(self, model_dir: str | Path) -> None:

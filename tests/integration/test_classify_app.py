@@ -42,7 +42,7 @@ def test_labels_lists_every_intent_with_its_tier(app):
     body = app.get("/v1/labels").json()
     names = {item["name"] for item in body["labels"]}
     assert len(names) >= 25 and {"refund_request", "password_reset", "human_agent"} <= names
-    assert {item["tier"] for item in body["labels"]} <= {"simple", "regular", "complex"}
+    assert {item["tier"] for item in body["labels"]} <= {"simple", "regular", "complex", "reserved"}
 
 
 def test_healthz_and_openapi(app):

@@ -68,3 +68,25 @@ def test_bad_template_pattern_is_named():
     )
     with pytest.raises(ValueError, match=r"bad pattern '\(unclosed'"):
         TemplateSet(spec)
+
+
+def test_templates_never_answer_a_bundled_ticket_as_another_intent():
+    """In-scope rows: a template either stays silent or names the row's own intent.
+    Out-of-scope rows it still matches are listed: the edge router's pre-classifier veto
+    must catch those (tests/integration/test_answers.py sends one)."""
+    import csv
+
+    from models.artifacts import OUT_OF_SCOPE
+    from models.build import BUNDLED_DATA, OOS_EVAL
+
+    templates = TemplateSet.from_yaml(PROJECT_ROOT / "config" / "templates.yaml")
+    wrong, out_of_scope = [], []
+    for path in (BUNDLED_DATA, OOS_EVAL):
+        with open(path, encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                match = templates.match(row["text"], row["lang"])
+                if match is None or match.intent == row["label"]:
+                    continue
+                (out_of_scope if row["label"] == OUT_OF_SCOPE else wrong).append(row["text"])
+    assert wrong == []
+    assert len(out_of_scope) <= 2, out_of_scope

@@ -1,10 +1,20 @@
 import csv
+from collections import Counter
 
 import pytest
 import yaml
 
-from models.artifacts import ModelMetadata, tokenizer_hash
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, fingerprint, read_rows, read_tiers
+from models.artifacts import OUT_OF_SCOPE, ModelMetadata, tokenizer_hash
+from models.build import (
+    BUNDLED_DATA,
+    BUNDLED_INTENTS,
+    OOS_EVAL,
+    TrainSettings,
+    fingerprint,
+    is_validation,
+    read_rows,
+    read_tiers,
+)
 
 
 def _write_csv(path, rows, header=("text", "label")):
@@ -12,15 +22,28 @@ def _write_csv(path, rows, header=("text", "label")):
         csv.writer(f).writerows([header, *rows])
 
 
-def test_bundled_data_has_at_least_30_examples_for_each_of_25_intents_in_three_languages():
+def test_bundled_data_covers_every_intent_in_three_languages_and_out_of_scope_text():
     with open(BUNDLED_DATA, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     intents = {item["name"] for item in yaml.safe_load(BUNDLED_INTENTS.read_text())}
-    per_label = {label: sum(r["label"] == label for r in rows) for label in intents}
-    assert len(intents) >= 25 and min(per_label.values()) >= 30
-    assert {r["label"] for r in rows} == intents
-    assert {r["lang"] for r in rows} == {"en", "zh", "ja"}
+    assert len(intents) >= 25
+    assert {r["label"] for r in rows} == intents | {OUT_OF_SCOPE}
+    for intent in intents:
+        per_lang = Counter(r["lang"] for r in rows if r["label"] == intent)
+        assert per_lang["en"] >= 30 and per_lang["zh"] >= 20 and per_lang["ja"] >= 20, (intent, per_lang)
+    oos = Counter(r["lang"] for r in rows if r["label"] == OUT_OF_SCOPE)
+    assert min(oos[lang] for lang in ("en", "zh", "ja")) >= 300, oos
     assert len({r["text"] for r in rows}) == len(rows)
+
+
+def test_out_of_scope_evaluation_set_is_held_out():
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        training = {r["text"].strip().casefold() for r in csv.DictReader(f)}
+    with open(OOS_EVAL, encoding="utf-8") as f:
+        held_out = list(csv.DictReader(f))
+    assert Counter(r["lang"] for r in held_out) == {"en": 120, "zh": 120, "ja": 120}
+    assert {r["label"] for r in held_out} == {OUT_OF_SCOPE}
+    assert not {r["text"].strip().casefold() for r in held_out} & training
 
 
 def test_read_rows_names_missing_columns(tmp_path):
@@ -39,8 +62,8 @@ def test_read_rows_drops_blank_rows_and_needs_two_labels(tmp_path):
 
 
 def test_labels_without_a_tier_are_regular():
-    tiers = read_tiers(BUNDLED_INTENTS, ["password_reset", "made_up"])
-    assert tiers == {"password_reset": "simple", "made_up": "regular"}
+    tiers = read_tiers(BUNDLED_INTENTS, ["password_reset", "made_up", OUT_OF_SCOPE])
+    assert tiers == {"password_reset": "simple", "made_up": "regular", OUT_OF_SCOPE: "reserved"}
     assert read_tiers(None, ["x"]) == {"x": "regular"}
 
 
@@ -50,11 +73,21 @@ def test_fingerprint_changes_with_data_and_settings(tmp_path):
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
     _write_csv(a, [("hi", "x"), ("yo", "y")])
     _write_csv(b, [("hi", "x"), ("yo", "z")])
-    base = base_model_dir()
+    base = base_model_dir("minilm")
     fa = fingerprint(a, TrainSettings(), base)
     assert fa == fingerprint(a, TrainSettings(), base)
     assert fa != fingerprint(b, TrainSettings(), base)
     assert fa != fingerprint(a, TrainSettings(epochs=1), base)
+    assert fa != fingerprint(a, TrainSettings(base="minilm"), base)
+
+
+def test_validation_split_is_a_stable_share_of_every_language_and_label():
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    held = [r for r in rows if is_validation(r["text"])]
+    assert 0.12 < len(held) / len(rows) < 0.18
+    assert {r["lang"] for r in held} == {"en", "zh", "ja"} and OUT_OF_SCOPE in {r["label"] for r in held}
+    assert [is_validation(r["text"]) for r in rows] == [is_validation(r["text"]) for r in rows]
 
 
 def test_tokenizer_hash_follows_tokenizer_files_only(tmp_path):
