@@ -27,6 +27,12 @@ logger = logging.getLogger("ray.serve")
 
 # Models built without a validation split (an instruct LLM for generate mode) carry no gates.
 DEFAULT_EDGE_GATE = 0.8
+# A template match is strong evidence; only a pre-classifier this sure of out_of_scope
+# overrides it. Measured: none of the 45 golden template tickets reaches it (the highest,
+# "パスワード忘れた, can you send me a reset link?", reads 0.65), the out-of-scope training
+# rows that match a template read 0.96-0.99, and of CLINC150's 18,200 queries the
+# templates match 23, all CLINC's own order-status intent.
+TEMPLATE_VETO_CONFIDENCE = 0.9
 
 DEFAULT_OPTIONS = {
     "name": "EdgeRouter",
@@ -163,12 +169,9 @@ class EdgeRouter:
             return self._answer(hit[0], hit[1], "cache", lang.language, model_version=version)
         guess = self._pre_classifier.predict(ticket.text) if self._pre_classifier is not None else None
         # A pattern sees words, not the whole request ("the router's admin password"): where
-        # the pre-classifier reads the ticket as out of scope, the model decides instead.
-        if (
-            self._templates
-            and (template := self._templates.match(ticket.text, lang.language))
-            and (guess is None or guess.label != OUT_OF_SCOPE)
-        ):
+        # the pre-classifier is sure the ticket is out of scope, the model decides instead.
+        vetoed = guess is not None and guess.label == OUT_OF_SCOPE and guess.confidence >= TEMPLATE_VETO_CONFIDENCE
+        if self._templates and not vetoed and (template := self._templates.match(ticket.text, lang.language)):
             return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
         # The pre-classifier is built with the stable model: canary tickets are the canary's to answer.
         if guess is not None and side == "stable":

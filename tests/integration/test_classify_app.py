@@ -193,7 +193,7 @@ def test_clients_reusing_one_request_id_concurrently_all_get_answers(app):
 def test_the_golden_set_command_judges_the_graph(app):
     result = evaluate(str(app.base_url), tenant="golden-test")
     assert result["answered"] == result["tickets"] >= 300 and not result["unanswered"]
-    # The bundled model scores 0.84 here (docs/models.md); far below means a broken path.
+    # The bundled model scores 0.96 here (docs/quality.md); far below means a broken path.
     assert result["accuracy"] >= 0.75, result["by_lang"]
     templates = sum(1 for item in load() if item.route == "template")
     assert result["routes"]["template"] == {"template": templates}
