@@ -168,6 +168,60 @@ def judge_model(name: str, model_dir: Path) -> dict:
     return out
 
 
+def frozen_baseline(base: str = "e5-small") -> dict:
+    """The frozen base encoder, mean-pooled, + logistic regression on the bundled training
+    split, judged offline on the same golden and out-of-scope sets (no graph: no
+    templates, no edge). Its review threshold is read off the validation split by the
+    build's own rule."""
+    from sklearn.linear_model import LogisticRegression
+
+    from models.build import is_validation, read_rows_with_lang
+    from models.calibration import review_threshold
+
+    rows = read_rows_with_lang(BUNDLED_DATA, "text", "label")
+    train = [r for r in rows if not is_validation(r[0])]
+    val = [r for r in rows if is_validation(r[0])]
+    clf = LogisticRegression(C=10.0, max_iter=2000)
+    clf.fit(embed([t for t, _, _ in train], base), [lab for _, lab, _ in train])
+
+    def answer(texts: list[str]) -> list[dict]:
+        probs = clf.predict_proba(embed(texts, base))
+        return [{"label": clf.classes_[p.argmax()], "confidence": float(p.max())} for p in probs]
+
+    val_answers = answer([t for t, _, _ in val])
+    threshold = review_threshold(np.array([
+        a["confidence"] for a, (_, lab, _) in zip(val_answers, val) if a["label"] == lab != OUT_OF_SCOPE
+    ]))  # fmt: skip
+    items = golden.load()
+    answers = answer([i.text for i in items])
+    for a in answers:
+        a["route"], a["needs_review"] = "model", a["confidence"] < threshold
+    result = golden.score(items, answers)
+    right = [a for i, a in zip(items, answers) if a["label"] == i.intent]
+    conf = [a["confidence"] for a in answers]
+    ok = [a["label"] == i.intent for i, a in zip(items, answers)]
+    oos = {}
+    for name, set_rows in out_of_scope_sets().items():
+        got = answer([t for t, _ in set_rows])
+        for a in got:
+            a["needs_review"] = a["confidence"] < threshold
+        oos[name] = {
+            "n": len(set_rows),
+            "labelled_out_of_scope": _share([a["label"] == OUT_OF_SCOPE for a in got]),
+            "flagged": _share([flagged(a) for a in got]),
+        }
+        conf += [a["confidence"] for a in got]
+        ok += [a["label"] == OUT_OF_SCOPE for a in got]
+    return {
+        "model_version": f"frozen {base} + logistic regression, offline",
+        "golden": {k: result[k] for k in ("tickets", "answered", "accuracy", "by_lang", "by_case")},
+        "golden_right_flagged": _share([flagged(a) for a in right]),
+        "out_of_scope": oos,
+        "served_ece": round(answer_calibration_error(np.array(conf), np.array(ok)), 4),
+        "served_cpu": {"cpu_ms_per_ticket": float("nan")},
+    }
+
+
 def model_rows(results: dict[str, dict]) -> list[dict]:
     rows = []
     for name, r in results.items():
@@ -263,6 +317,8 @@ def main() -> None:
                    help="instead: fine-tune and serve on this ../shared data set (repeatable)")
     p.add_argument("--base", action="append", default=None, help="with --dataset: bases to compare (default both)")
     p.add_argument("--epochs", type=int, default=3, help="with --dataset: fine-tuning epochs")
+    p.add_argument("--frozen-baseline", action="store_true",
+                   help="also judge frozen e5-small + logistic regression (offline) on the same sets")
     a = p.parse_args()
     start_serve(PORT)
     if a.dataset:
@@ -284,6 +340,8 @@ def main() -> None:
         return
     models = dict(m.split("=", 1) for m in a.model) if a.model else {"default": str(DEFAULT_OUT)}
     results = {name: judge_model(name, Path(d)) for name, d in models.items()}
+    if a.frozen_baseline:
+        results["frozen baseline"] = frozen_baseline()
     write_results("quality", results)
     print_table(model_rows(results))
 

@@ -108,3 +108,19 @@ def test_metadata_round_trip_and_missing_file_message(tmp_path):
     assert ModelMetadata.load(tmp_path) == meta
     with pytest.raises(FileNotFoundError, match="models.build"):
         ModelMetadata.load(tmp_path / "missing")
+
+
+def test_length_batches_cover_every_row_once_with_less_padding():
+    import random
+
+    from models.build import length_batches
+
+    random.seed(0)
+    lengths = [random.randint(5, 120) for _ in range(1000)]
+    batches = length_batches(lengths, 32)
+    assert sorted(i for b in batches for i in b) == list(range(1000))
+    assert len(batches) == 32 and max(len(b) for b in batches) == 32
+    order = list(range(1000))
+    plain = [order[i : i + 32] for i in range(0, 1000, 32)]
+    padded = lambda bs: sum(max(lengths[i] for i in b) * len(b) for b in bs)  # noqa: E731
+    assert padded(batches) < 0.8 * padded(plain)
