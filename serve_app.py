@@ -83,8 +83,24 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         return front.bind(config.ingress, None, nodes, stages, shared_breaker, config.review, config.admin)
     tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
     edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
-        config.edge, tok, model, model_dir, shared_breaker, config.breaker, config.retry, controller, side, config.rollout
+        config.edge,
+        tok,
+        model,
+        model_dir,
+        shared_breaker,
+        config.breaker,
+        config.retry,
+        controller,
+        side,
+        config.rollout,
     )
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
-    nodes = {"antispam": spam, "rate_limiter": limiter, "edge_router": edge, "tokenizer": tok, "model": model, **optional}
+    nodes = {
+        "antispam": spam,
+        "rate_limiter": limiter,
+        "edge_router": edge,
+        "tokenizer": tok,
+        "model": model,
+        **optional,
+    }
     return front.bind(config.ingress, spam, nodes, None, None, config.review, config.admin)

@@ -62,8 +62,13 @@ def main() -> None:
             result = asyncio.run(closed_loop("adaptive", url, bodies, a.users, a.trace_interval_s))
             stats = knob.stats.remote().result()
             row = result.row()
-            trace.append({"t_s": round((i + 1) * a.trace_interval_s), "knob": stats["limit"], **{
-                k: row[k] for k in ("req_per_s", "p50_ms", "p99_ms", "errors")}})
+            trace.append(
+                {
+                    "t_s": round((i + 1) * a.trace_interval_s),
+                    "knob": stats["limit"],
+                    **{k: row[k] for k in ("req_per_s", "p50_ms", "p99_ms", "errors")},
+                }
+            )
         serve.delete("knob")
         trace_table = print_table(trace)
     write_results("batch_knob", {"rows": rows, "table": table, "trace": trace, "trace_table": trace_table})

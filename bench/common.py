@@ -151,7 +151,9 @@ def add_load_args(parser, seconds: float, warmup_seconds: float) -> None:
     parser.add_argument("--warmup-seconds", type=float, default=warmup_seconds, help="unmeasured run before it")
 
 
-def warm_then_measure(name: str, url: str, bodies: list[dict], users: int, seconds: float, warmup_seconds: float) -> LoadResult:
+def warm_then_measure(
+    name: str, url: str, bodies: list[dict], users: int, seconds: float, warmup_seconds: float
+) -> LoadResult:
     asyncio.run(closed_loop(name, url, bodies, users, warmup_seconds))
     return asyncio.run(closed_loop(name, url, bodies, users, seconds))
 

@@ -47,8 +47,11 @@ def main() -> None:
     after = cpu_seconds()
     me = os.getpid()
     used = sorted(
-        ((after[pid][1] - before[pid][1], after[pid][0] + (" [load client + driver]" if pid == me else ""))
-         for pid in after if pid in before),
+        (
+            (after[pid][1] - before[pid][1], after[pid][0] + (" [load client + driver]" if pid == me else ""))
+            for pid in after
+            if pid in before
+        ),
         reverse=True,
     )
     total = sum(d for d, _ in used)
@@ -57,8 +60,14 @@ def main() -> None:
         print(f"{seconds:6.1f} s  {100 * seconds / total:5.1f} %  {name}")
     per_request_ms = 1000 * total / max(1, result.ok)
     print(f"total {total:.1f} CPU-s over {result.seconds:.1f} s; {per_request_ms:.1f} CPU-ms per request")
-    write_results("cpu_split", {**result.row(), "cpu_ms_per_request": per_request_ms,
-                                "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]]})
+    write_results(
+        "cpu_split",
+        {
+            **result.row(),
+            "cpu_ms_per_request": per_request_ms,
+            "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]],
+        },
+    )
 
 
 if __name__ == "__main__":

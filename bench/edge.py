@@ -54,10 +54,19 @@ from models.build import (
 PORT = 18500
 BANKING77 = SHARED_DATA / "banking77" / "train.csv"
 BITEXT_FLAGS = {
-    "B": "basic", "C": "colloquial", "E": "expanded", "I": "interrogative", "K": "keyword",
-    "L": "colloquial (L)", "M": "morphological", "P": "polite", "Q": "offensive", "W": "offensive (W)",
-    "Z": "typos", "V": "voice",
-}  # fmt: skip
+    "B": "basic",
+    "C": "colloquial",
+    "E": "expanded",
+    "I": "interrogative",
+    "K": "keyword",
+    "L": "colloquial (L)",
+    "M": "morphological",
+    "P": "polite",
+    "Q": "offensive",
+    "W": "offensive (W)",
+    "Z": "typos",
+    "V": "voice",
+}
 SPAM_SHARE = 0.05
 EDGE_ROUTES = ("template", "cache", "edge_model")
 
@@ -121,7 +130,9 @@ def false_blocks() -> list[dict]:
         rows.append(_block_row(name, n, n - blocked["passed"], blocked))
         for flag, c in sorted(by_flag.items()):
             if flag != "B":
-                rows.append(_block_row(f"  {name} flag {flag} {BITEXT_FLAGS.get(flag, '')}", c["n"], c["blocked"], Counter()))
+                rows.append(
+                    _block_row(f"  {name} flag {flag} {BITEXT_FLAGS.get(flag, '')}", c["n"], c["blocked"], Counter())
+                )
     return rows
 
 
@@ -167,7 +178,11 @@ def spam_caught(n: int, flood_seconds: float) -> list[dict]:
 
 def split_rows(seed: int = 0) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(train, test) of (text, label, lang): mapped bitext + bundled, 80/20 per label."""
-    rows = [(r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en") for r in read_csv(BITEXT) if r["intent"] in BITEXT_TO_BUNDLED]
+    rows = [
+        (r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en")
+        for r in read_csv(BITEXT)
+        if r["intent"] in BITEXT_TO_BUNDLED
+    ]
     rows += [(r["text"], r["label"], r["lang"]) for r in read_csv(BUNDLED_DATA)]
     by_label: dict[str, list] = defaultdict(list)
     for row in rows:
@@ -245,10 +260,18 @@ async def send_all(url: str, mix: list[dict], users: int, tenant_prefix: str) ->
                 r = await client.post(url, json=body)
                 latency_ms = (time.perf_counter() - start) * 1000
                 answer = r.json()
-                records.append({**item, "status": r.status_code, "client_ms": latency_ms, **(
-                    {"route": answer["route"], "label": answer["label"], "server_ms": answer["latency_ms"]}
-                    if r.status_code == 200 else {"route": answer["error"]["code"], "label": None}
-                )})
+                records.append(
+                    {
+                        **item,
+                        "status": r.status_code,
+                        "client_ms": latency_ms,
+                        **(
+                            {"route": answer["route"], "label": answer["label"], "server_ms": answer["latency_ms"]}
+                            if r.status_code == 200
+                            else {"route": answer["error"]["code"], "label": None}
+                        ),
+                    }
+                )
 
         await asyncio.gather(*(user() for _ in range(users)))
     return records
@@ -272,15 +295,17 @@ def mix_report(records: list[dict], reference: dict[str, str], seconds: float) -
         if not rs:
             continue
         lat = [r["client_ms"] for r in rs]
-        route_rows.append({
-            "route": route,
-            "tickets": len(rs),
-            "share_pct": round(100 * len(rs) / len(legit), 1),
-            "accuracy": round(sum(r["label"] == r["truth"] for r in rs) / len(rs), 4),
-            "p50_ms": round(percentile(lat, 50), 1),
-            "p95_ms": round(percentile(lat, 95), 1),
-            "p99_ms": round(percentile(lat, 99), 1),
-        })
+        route_rows.append(
+            {
+                "route": route,
+                "tickets": len(rs),
+                "share_pct": round(100 * len(rs) / len(legit), 1),
+                "accuracy": round(sum(r["label"] == r["truth"] for r in rs) / len(rs), 4),
+                "p50_ms": round(percentile(lat, 50), 1),
+                "p95_ms": round(percentile(lat, 95), 1),
+                "p99_ms": round(percentile(lat, 99), 1),
+            }
+        )
     refused = Counter(r["route"] for r in legit if r["status"] != 200)
     edge = [r for r in legit if r["route"] in EDGE_ROUTES]
     edge_acc = sum(r["label"] == r["truth"] for r in edge) / max(1, len(edge))
@@ -290,7 +315,9 @@ def mix_report(records: list[dict], reference: dict[str, str], seconds: float) -
     for tier in (*MIX, "spam"):
         rs = [r for r in records if r["tier"] == tier]
         routes = Counter(r["route"] for r in rs)
-        tier_rows.append({"tier": tier, "tickets": len(rs), "routes": ", ".join(f"{k} {v}" for k, v in routes.most_common())})
+        tier_rows.append(
+            {"tier": tier, "tickets": len(rs), "routes": ", ".join(f"{k} {v}" for k, v in routes.most_common())}
+        )
     summary = {
         "tickets": len(records),
         "seconds": round(seconds, 1),
@@ -323,7 +350,9 @@ def run_mix(tickets: int, users: list[int], epochs: int, repeat_share: float) ->
     def deploy(edge: dict) -> None:
         # One client address sends for 300 users: the anonymous tier is not involved.
         engine = {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}
-        serve.run(bind_graph(AppConfig.from_args({"edge": edge, "model": {"engine": engine}})), name="edge", route_prefix="/")
+        serve.run(
+            bind_graph(AppConfig.from_args({"edge": edge, "model": {"engine": engine}})), name="edge", route_prefix="/"
+        )
 
     deploy({})
     url = f"http://127.0.0.1:{PORT}/v1/classify"
@@ -353,8 +382,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tickets", type=int, default=1000, help="size of the HTTP mix (spam included)")
     p.add_argument("--users", default="2,16", help="concurrent HTTP clients, one pass of the mix per value")
-    p.add_argument("--repeat-share", type=float, default=0.1,
-                   help="share of legitimate tickets that repeat an earlier ticket's text (same tenant)")
+    p.add_argument(
+        "--repeat-share",
+        type=float,
+        default=0.1,
+        help="share of legitimate tickets that repeat an earlier ticket's text (same tenant)",
+    )
     p.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs of the benchmark model")
     p.add_argument("--spam-per-kind", type=int, default=2000)
     p.add_argument("--flood-seconds", type=float, default=30)
@@ -368,7 +401,10 @@ def main() -> None:
     spam = spam_caught(a.spam_per_kind, a.flood_seconds)
     print_table(spam)
     totals = {}
-    for name, rows in (("content spam", [r for r in spam if not r["texts"].startswith("flood")]), ("all generated spam", spam)):
+    for name, rows in (
+        ("content spam", [r for r in spam if not r["texts"].startswith("flood")]),
+        ("all generated spam", spam),
+    ):
         n, blocked = sum(r["n"] for r in rows), sum(r["blocked"] for r in rows)
         totals[name] = round(100 * blocked / n, 2)
         print(f"{name}: {blocked}/{n} refused ({totals[name]} %)")

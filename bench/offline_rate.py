@@ -32,8 +32,13 @@ def main() -> None:
     rng = random.Random(0)
     mix = TicketMix.load()
     texts = [mix.draw(rng).text for _ in range(args.tickets)]
-    llm = LLM(model=args.model_dir, runner="pooling", dtype="float32", enforce_eager=True,
-              gpu_memory_utilization=args.kv_fraction)  # fmt: skip
+    llm = LLM(
+        model=args.model_dir,
+        runner="pooling",
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=args.kv_fraction,
+    )
     llm.classify(texts[:64], use_tqdm=False)  # warm-up: first-call allocations
     start = time.perf_counter()
     outputs = llm.classify(texts, use_tqdm=False)

@@ -54,7 +54,9 @@ class Outcome:
     service_ms: float | None = None  # the answer's latency_ms: time inside the ingress handler
 
 
-async def open_loop(url: str, bodies: list[dict], rates: list[float], step_s: float, timeout_s: float) -> list[tuple[int, Outcome]]:
+async def open_loop(
+    url: str, bodies: list[dict], rates: list[float], step_s: float, timeout_s: float
+) -> list[tuple[int, Outcome]]:
     """Sends at each rate for step_s, one after the other; returns (step index, outcome).
     On aiohttp: an httpx client spends so much CPU per request that at 3x its own loop
     fell seconds behind on these shared cores, and its late sends counted as hung."""
@@ -68,7 +70,7 @@ async def open_loop(url: str, bodies: list[dict], rates: list[float], step_s: fl
                 async with client.post(url, json=body) as r:
                     status, headers = r.status, r.headers
                     answer = await r.json() if status == 200 else None
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 out.append((step, Outcome(start, "hung", timeout_s * 1000)))
                 return
             except aiohttp.ClientError:
@@ -172,7 +174,9 @@ def main() -> None:
             "model_replica": serve.get_deployment_handle("ModelReplica", "overload").stats.remote().result(),
         }
         if configs[variant].topology == "chain":  # fused: the edge router lives inside each ingress
-            state[variant]["edge_router"] = serve.get_deployment_handle("EdgeRouter", "overload").stats.remote().result()
+            state[variant]["edge_router"] = (
+                serve.get_deployment_handle("EdgeRouter", "overload").stats.remote().result()
+            )
         print(variant, state[variant])
         serve.delete("overload")
         time.sleep(2)

@@ -75,16 +75,26 @@ def run_arm(serve, affinity: bool, tenants_file: str, args) -> dict:
 
     # Control policies off: a CPU decoder's seconds-long calls would trip the breaker's
     # slow-call rule and the queue bounds, and their 503s, not routing, would be measured.
-    config = AppConfig.from_args(merged(POLICIES_OFF, {
-        "topology": "fused",
-        "antispam": LOAD_ANTISPAM,
-        "edge": EDGE_OFF,
-        "model": {"engine": {
-            "mode": "generate", "model_dir": str(MODEL_DIR), "max_model_len_tokens": args.prefix_tokens + 512,
-            "kv_cache_memory_bytes": kv_cache_bytes(args.kv_tokens), "tenant_instructions_file": tenants_file,
-        }},
-        "kv_cache": {"enabled": True, "affinity_routing": affinity},
-    }))  # fmt: skip
+    config = AppConfig.from_args(
+        merged(
+            POLICIES_OFF,
+            {
+                "topology": "fused",
+                "antispam": LOAD_ANTISPAM,
+                "edge": EDGE_OFF,
+                "model": {
+                    "engine": {
+                        "mode": "generate",
+                        "model_dir": str(MODEL_DIR),
+                        "max_model_len_tokens": args.prefix_tokens + 512,
+                        "kv_cache_memory_bytes": kv_cache_bytes(args.kv_tokens),
+                        "tenant_instructions_file": tenants_file,
+                    }
+                },
+                "kv_cache": {"enabled": True, "affinity_routing": affinity},
+            },
+        )
+    )
     serve.run(bind_graph(config, {"ModelReplica": {"num_replicas": 2}}), name=APP, route_prefix=f"/{APP}")
     manager = serve.get_deployment_handle("KVCacheManager", APP)
     try:
@@ -142,19 +152,21 @@ def main() -> None:
     rows = []
     for name, arm in arms.items():
         t, ttft = arm["totals"], arm["ttft_ms"]
-        rows.append({
-            "router": name,
-            "tickets/s": arm["load"]["req_per_s"],
-            "P50 ms": arm["load"]["p50_ms"],
-            "P99 ms": arm["load"]["p99_ms"],
-            "errors": arm["load"]["errors"],
-            "prefix hit rate": round(t["hits"] / max(1, t["uses"]), 3),
-            "cached tokens": round(t["cached_tokens"] / max(1, t["prompt_tokens"]), 3),
-            "TTFT P50 ms": ttft["all"].get("p50"),
-            "TTFT P99 ms": ttft["all"].get("p99"),
-            "TTFT hit / miss P50 ms": f"{ttft['hit'].get('p50')} / {ttft['miss'].get('p50')}",
-            "tenants per replica": "/".join(str(len(k)) for k in arm["tenants_per_replica"].values()),
-        })  # fmt: skip
+        rows.append(
+            {
+                "router": name,
+                "tickets/s": arm["load"]["req_per_s"],
+                "P50 ms": arm["load"]["p50_ms"],
+                "P99 ms": arm["load"]["p99_ms"],
+                "errors": arm["load"]["errors"],
+                "prefix hit rate": round(t["hits"] / max(1, t["uses"]), 3),
+                "cached tokens": round(t["cached_tokens"] / max(1, t["prompt_tokens"]), 3),
+                "TTFT P50 ms": ttft["all"].get("p50"),
+                "TTFT P99 ms": ttft["all"].get("p99"),
+                "TTFT hit / miss P50 ms": f"{ttft['hit'].get('p50')} / {ttft['miss'].get('p50')}",
+                "tenants per replica": "/".join(str(len(k)) for k in arm["tenants_per_replica"].values()),
+            }
+        )
     table = print_table(rows)
     write_results("prefix_affinity", {"settings": vars(args), "rows": rows, "table": table, "arms": arms})
 

@@ -64,8 +64,14 @@ def run(args) -> dict:
     one_token = SamplingParams(max_tokens=1, temperature=0)
     rows, result = [], {}
     for caching in (True, False):
-        llm = LLM(model=str(MODEL_DIR), dtype="float32", enforce_eager=True, enable_prefix_caching=caching,
-                  gpu_memory_utilization=args.kv_fraction, max_model_len=args.prefix_tokens + 512)  # fmt: skip
+        llm = LLM(
+            model=str(MODEL_DIR),
+            dtype="float32",
+            enforce_eager=True,
+            enable_prefix_caching=caching,
+            gpu_memory_utilization=args.kv_fraction,
+            max_model_len=args.prefix_tokens + 512,
+        )
         llm.generate([prompt(prefixes[0])], one_token, use_tqdm=False)  # warm-up, and tenant 0's prefix cached
         timings = {"miss": [], "hit": []}
         for i in range(args.ttft_requests):
@@ -78,12 +84,14 @@ def run(args) -> dict:
         llm.generate(batch, one_token, use_tqdm=False)
         rate = len(batch) / (time.perf_counter() - start)
         label = "on" if caching else "off"
-        rows.append({
-            "prefix caching": label,
-            "TTFT new prefix ms (median)": round(statistics.median(timings["miss"]), 1),
-            "TTFT seen prefix ms (median)": round(statistics.median(timings["hit"]), 1),
-            f"{args.tenants}-tenant Zipf mix req/s": round(rate, 1),
-        })  # fmt: skip
+        rows.append(
+            {
+                "prefix caching": label,
+                "TTFT new prefix ms (median)": round(statistics.median(timings["miss"]), 1),
+                "TTFT seen prefix ms (median)": round(statistics.median(timings["hit"]), 1),
+                f"{args.tenants}-tenant Zipf mix req/s": round(rate, 1),
+            }
+        )
         result[label] = {"ttft_ms": timings, "mix_req_per_s": rate}
         del llm
     print_table(rows)

@@ -26,8 +26,10 @@ from bench.overload import open_loop
 
 def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
     rng = random.Random(rate)
-    bodies = [{**b, "text": f"{b['text']} (ref {rng.getrandbits(32):08x})", "user_id": f"cpu-{i}"}
-              for i, b in enumerate(bundled_bodies())]  # fmt: skip
+    bodies = [
+        {**b, "text": f"{b['text']} (ref {rng.getrandbits(32):08x})", "user_id": f"cpu-{i}"}
+        for i, b in enumerate(bundled_bodies())
+    ]
     before, start = cpu_seconds(), time.monotonic()
     if rate:
         outcomes = asyncio.run(open_loop(url, bodies, [rate], seconds, timeout_s=35))
@@ -37,10 +39,15 @@ def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
     elapsed, after = time.monotonic() - start, cpu_seconds()
     ms = [o.latency_ms for _, o in outcomes if o.kind in ("model", "degraded")]
     shares = sorted(((after[pid][1] - t) / elapsed, after[pid][0]) for pid, (_, t) in before.items() if pid in after)
-    load = {"answered": len(ms), "p50_ms": round(percentile(ms, 50), 1) if ms else None,
-            "p99_ms": round(percentile(ms, 99), 1) if ms else None}  # fmt: skip
-    return [{"rate_per_s": rate, "process": name, "core_percent": round(100 * share, 1), **load}
-            for share, name in reversed(shares[-top:])]  # fmt: skip
+    load = {
+        "answered": len(ms),
+        "p50_ms": round(percentile(ms, 50), 1) if ms else None,
+        "p99_ms": round(percentile(ms, 99), 1) if ms else None,
+    }
+    return [
+        {"rate_per_s": rate, "process": name, "core_percent": round(100 * share, 1), **load}
+        for share, name in reversed(shares[-top:])
+    ]
 
 
 def main() -> None:

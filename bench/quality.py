@@ -105,7 +105,10 @@ def judge(url: str) -> dict:
     """Golden set, out-of-scope sets and calibration of one served graph at `url`."""
     items = golden.load()
     answers = asyncio.run(
-        ask(url, [{"text": i.text, "lang": i.lang, "user_id": "quality", "ticket_id": f"g{n}"} for n, i in enumerate(items)])
+        ask(
+            url,
+            [{"text": i.text, "lang": i.lang, "user_id": "quality", "ticket_id": f"g{n}"} for n, i in enumerate(items)],
+        )
     )
     result = golden.score(items, answers)
     right = [a for i, a in zip(items, answers) if a and a["label"] == i.intent]
@@ -116,7 +119,9 @@ def judge(url: str) -> dict:
             ok.append(answer["label"] == item.intent)
     oos = {}
     for name, rows in out_of_scope_sets().items():
-        got = [a for a in asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])) if a]
+        got = [
+            a for a in asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])) if a
+        ]
         oos[name] = {
             "n": len(rows),
             "answered": len(got),
@@ -150,7 +155,11 @@ def served_cpu_ms(url: str, tickets: int = CPU_TICKETS) -> dict:
     me = os.getpid()
     total = sum(after[p][1] - before[p][1] for p in after if p in before and p != me)
     done = sum(a is not None for a in answers)
-    return {"tickets": done, "cpu_ms_per_ticket": round(1000 * total / max(1, done), 2), "tickets_per_s": round(done / wall, 1)}
+    return {
+        "tickets": done,
+        "cpu_ms_per_ticket": round(1000 * total / max(1, done), 2),
+        "tickets_per_s": round(done / wall, 1),
+    }
 
 
 def judge_model(name: str, model_dir: Path) -> dict:
@@ -189,9 +198,9 @@ def frozen_baseline(base: str = "e5-small") -> dict:
         return [{"label": clf.classes_[p.argmax()], "confidence": float(p.max())} for p in probs]
 
     val_answers = answer([t for t, _, _ in val])
-    threshold = review_threshold(np.array([
-        a["confidence"] for a, (_, lab, _) in zip(val_answers, val) if a["label"] == lab != OUT_OF_SCOPE
-    ]))  # fmt: skip
+    threshold = review_threshold(
+        np.array([a["confidence"] for a, (_, lab, _) in zip(val_answers, val) if a["label"] == lab != OUT_OF_SCOPE])
+    )
     items = golden.load()
     answers = answer([i.text for i in items])
     for a in answers:
@@ -254,8 +263,13 @@ def embed(texts: list[str], base: str) -> np.ndarray:
     out = []
     with torch.no_grad():
         for i in range(0, len(texts), 128):
-            enc = tok([prefix + t for t in texts[i : i + 128]], padding=True, truncation=True, max_length=128,
-                      return_tensors="pt")  # fmt: skip
+            enc = tok(
+                [prefix + t for t in texts[i : i + 128]],
+                padding=True,
+                truncation=True,
+                max_length=128,
+                return_tensors="pt",
+            )
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).float()
             pooled = (hidden * mask).sum(1) / mask.sum(1)
@@ -311,14 +325,27 @@ def _count(values) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", action="append", default=None, metavar="NAME=DIR",
-                   help=f"a built model to judge (repeatable); default: default={DEFAULT_OUT}")
-    p.add_argument("--dataset", action="append", choices=sorted(DATASETS), default=None,
-                   help="instead: fine-tune and serve on this ../shared data set (repeatable)")
+    p.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        metavar="NAME=DIR",
+        help=f"a built model to judge (repeatable); default: default={DEFAULT_OUT}",
+    )
+    p.add_argument(
+        "--dataset",
+        action="append",
+        choices=sorted(DATASETS),
+        default=None,
+        help="instead: fine-tune and serve on this ../shared data set (repeatable)",
+    )
     p.add_argument("--base", action="append", default=None, help="with --dataset: bases to compare (default both)")
     p.add_argument("--epochs", type=int, default=3, help="with --dataset: fine-tuning epochs")
-    p.add_argument("--frozen-baseline", action="store_true",
-                   help="also judge frozen e5-small + logistic regression (offline) on the same sets")
+    p.add_argument(
+        "--frozen-baseline",
+        action="store_true",
+        help="also judge frozen e5-small + logistic regression (offline) on the same sets",
+    )
     a = p.parse_args()
     start_serve(PORT)
     if a.dataset:
@@ -330,11 +357,17 @@ def main() -> None:
                 result[f"baseline-{base}"] = baseline(train, test, base)
                 result[f"served-{base}"] = served(name, train, test, TrainSettings(base=base, epochs=a.epochs))
                 rows += [
-                    {"data set": f"{name} ({len(train)}/{len(test)})", "system": f"frozen {base} + logistic regression",
-                     "accuracy": f"{result[f'baseline-{base}']['accuracy']:.4f}"},
-                    {"data set": f"{name} ({len(train)}/{len(test)})", "system": f"fine-tuned {base}, served (vLLM)",
-                     "accuracy": f"{result[f'served-{base}']['accuracy']:.4f}"},
-                ]  # fmt: skip
+                    {
+                        "data set": f"{name} ({len(train)}/{len(test)})",
+                        "system": f"frozen {base} + logistic regression",
+                        "accuracy": f"{result[f'baseline-{base}']['accuracy']:.4f}",
+                    },
+                    {
+                        "data set": f"{name} ({len(train)}/{len(test)})",
+                        "system": f"fine-tuned {base}, served (vLLM)",
+                        "accuracy": f"{result[f'served-{base}']['accuracy']:.4f}",
+                    },
+                ]
             write_results(f"quality-{name}", result)
         print_table(rows)
         return

@@ -29,9 +29,9 @@ def parse_variant(text: str) -> dict:
         if key not in types:
             raise SystemExit(f"unknown setting {key!r}; settings are {', '.join(types)}")
         kind = str(types[key])
-        out[key] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes")}.get(
-            kind, str
-        )(value)
+        out[key] = {"int": int, "float": float, "bool": lambda v: v.lower() in ("1", "true", "yes")}.get(kind, str)(
+            value
+        )
     return out
 
 
@@ -56,11 +56,17 @@ def main() -> None:
             meta = build(BUNDLED_DATA, "text", "label", out, BUNDLED_INTENTS, settings)
             v = meta.extra["validation"]
             explicit = next(f for f in v["out_of_scope"] if f["method"] == "explicit class")
-            runs.append({
-                "seed": seed, "accuracy": v["accuracy"], **{f"acc_{k}": x for k, x in v["accuracy_by_lang"].items()},
-                "oos_recall": explicit["oos_recall"], "in_scope_flagged": explicit["in_scope_flagged"],
-                "ece_after": v["ece_after"], "build_min": round((time.perf_counter() - start) / 60, 1),
-            })  # fmt: skip
+            runs.append(
+                {
+                    "seed": seed,
+                    "accuracy": v["accuracy"],
+                    **{f"acc_{k}": x for k, x in v["accuracy_by_lang"].items()},
+                    "oos_recall": explicit["oos_recall"],
+                    "in_scope_flagged": explicit["in_scope_flagged"],
+                    "ece_after": v["ece_after"],
+                    "build_min": round((time.perf_counter() - start) / 60, 1),
+                }
+            )
         results[text] = runs
         row = {"variant": text, "seeds": len(runs)}
         for key in ("accuracy", "acc_en", "acc_zh", "acc_ja", "oos_recall", "in_scope_flagged", "ece_after"):

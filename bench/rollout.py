@@ -86,8 +86,15 @@ async def load(url: str, work: list[tuple[dict, str]], users: int, seconds: floa
                     errors[str(r.status_code)] += 1
                     continue
                 a = r.json()
-                answers.append({"at_s": start - began, "ms": (time.perf_counter() - start) * 1000,
-                                "version": a["model_version"], "route": a["route"], "ok": a["label"] == intent})  # fmt: skip
+                answers.append(
+                    {
+                        "at_s": start - began,
+                        "ms": (time.perf_counter() - start) * 1000,
+                        "version": a["model_version"],
+                        "route": a["route"],
+                        "ok": a["label"] == intent,
+                    }
+                )
 
         tasks = [user(k) for k in range(users)]
         if poll is not None:
@@ -97,12 +104,15 @@ async def load(url: str, work: list[tuple[dict, str]], users: int, seconds: floa
 
 
 def arm_args(arm: str, models: dict[str, str], golden_tickets: int) -> dict:
-    args = merged(shipped_args(), {
-        "antispam": LOAD_ANTISPAM,
-        "model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": BENCH_KV_FRACTION}},
-        "admin": {"token": TOKEN},
-        "review": {"store_path": str(RESULTS / "rollout-review.sqlite3")},
-    })  # fmt: skip
+    args = merged(
+        shipped_args(),
+        {
+            "antispam": LOAD_ANTISPAM,
+            "model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": BENCH_KV_FRACTION}},
+            "admin": {"token": TOKEN},
+            "review": {"store_path": str(RESULTS / "rollout-review.sqlite3")},
+        },
+    )
     rollout = {"state_path": str(RESULTS / f"rollout-{arm}.json"), "golden_tickets": golden_tickets}
     if arm == "shadow":
         rollout |= {"canary_model_dir": models["copy"], "shadow": True, "policy": {"start_percent": 100}}
@@ -119,8 +129,9 @@ def run_arm(serve, arm: str, models: dict[str, str], args) -> dict:
     from serve_app import bind_graph
 
     (RESULTS / f"rollout-{arm}.json").unlink(missing_ok=True)  # each run starts its rollout afresh
-    serve.run(bind_graph(AppConfig.from_args(arm_args(arm, models, args.golden_tickets))), name=arm,
-              route_prefix=f"/{arm}")  # fmt: skip
+    serve.run(
+        bind_graph(AppConfig.from_args(arm_args(arm, models, args.golden_tickets))), name=arm, route_prefix=f"/{arm}"
+    )
     url = f"http://127.0.0.1:{PORT}/{arm}"
     state = httpx.get(f"{url}/admin/state", headers=AUTH, timeout=30).json()["rollout"]
     work = bodies(200_000)
@@ -130,8 +141,9 @@ def run_arm(serve, arm: str, models: dict[str, str], args) -> dict:
         while time.perf_counter() < deadline and not rolled_back:
             r = (await client.get("/admin/state", headers=AUTH)).json()["rollout"]
             if r["status"] == "rolled_back":
-                rolled_back.update(at_s=time.perf_counter() - began, reason=r["history"][-1]["reason"],
-                                   golden=r["golden"])  # fmt: skip
+                rolled_back.update(
+                    at_s=time.perf_counter() - began, reason=r["history"][-1]["reason"], golden=r["golden"]
+                )
             await asyncio.sleep(0.5)
 
     try:

@@ -125,10 +125,14 @@ def _user_rules(rate: RateLimitConfig) -> list[str]:
         if bad := [u for u in listed if not u or any(c.isspace() or c in "'\"\\{}#" for c in u)]:
             raise ValueError(f"user_tiers ids {bad} cannot be matched in HAProxy: no spaces, quotes, braces or '#'")
         if listed:
-            out.append(f"    http-request set-var(txn.tier) str({tier}) if {{ var(txn.user) -m str {' '.join(listed)} }}")
+            out.append(
+                f"    http-request set-var(txn.tier) str({tier}) if {{ var(txn.user) -m str {' '.join(listed)} }}"
+            )
     for tier in tiers:
         limit = rate.tiers[tier]
-        out.append(f"    http-request lua.take user {limit.requests_per_s} {limit.capacity} if {{ var(txn.tier) -m str {tier} }}")
+        out.append(
+            f"    http-request lua.take user {limit.requests_per_s} {limit.capacity} if {{ var(txn.tier) -m str {tier} }}"
+        )
     return out
 
 
@@ -146,7 +150,7 @@ def _tenant_rules(rate: RateLimitConfig) -> list[str]:
 def _refuse(message: str) -> str:
     """A 429 if the Lua bucket just refused (it set txn.retry_after)."""
     # `string` is single-quoted for HAProxy, so the JSON's double quotes stay as they are.
-    body = "'{\"error\":{\"code\":\"rate_limited\",\"message\":\"" + message + "\"}}'"
+    body = '\'{"error":{"code":"rate_limited","message":"' + message + "\"}}'"
     return (
         '    http-request return status 429 content-type application/json hdr Retry-After "%[var(txn.retry_after)]" '
         f"string {body} if {{ var(txn.retry_after) -m found }}"
@@ -191,7 +195,9 @@ def running(front: FrontDoorConfig, app: AppConfig, timeout_s: float = 10.0) -> 
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"haproxy did not listen on {front.listen_port} (exit code {proc.poll()})")
+                    raise RuntimeError(
+                        f"haproxy did not listen on {front.listen_port} (exit code {proc.poll()})"
+                    ) from None
                 time.sleep(0.05)
         yield proc
     finally:
@@ -215,8 +221,11 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as e:
         sys.exit(str(e))
     cfg = write_config(front, app)
-    print(f"front door on http://{front.listen_host}:{front.listen_port} -> Serve on "
-          f"http://{front.upstream_host}:{front.upstream_port} ({cfg})", flush=True)  # fmt: skip
+    print(
+        f"front door on http://{front.listen_host}:{front.listen_port} -> Serve on "
+        f"http://{front.upstream_host}:{front.upstream_port} ({cfg})",
+        flush=True,
+    )
     os.execv(haproxy, [haproxy, "-db", "-f", str(cfg)])
 
 

@@ -6,7 +6,7 @@ import asyncio
 import csv
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ray.exceptions import RayActorError
 from ray.serve.handle import DeploymentHandle
@@ -139,8 +139,11 @@ class AntiSpam:
                 admission = await self._admissions.admit(key, tier, digest, ticket.tenant)
             except Exception as e:  # slow or lost limiter: this replica's own count decides
                 self._limiter_unavailable.inc()
-                logger.warning("rate limiter unavailable (%s); request %s admitted by this replica's count",
-                               type(e).__name__, ticket.request_id)  # fmt: skip
+                logger.warning(
+                    "rate limiter unavailable (%s); request %s admitted by this replica's count",
+                    type(e).__name__,
+                    ticket.request_id,
+                )
                 return None
         if admission.rule == "rate_limited":
             self._blocked.inc(tags={"rule": "rate_limited"})

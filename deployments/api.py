@@ -143,9 +143,7 @@ class RollbackRequest(BaseModel):
 class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    tickets: list[Any] = Field(
-        description="classify bodies; each is validated on its own and answered in input order"
-    )
+    tickets: list[Any] = Field(description="classify bodies; each is validated on its own and answered in input order")
 
 
 class ErrorDetail(BaseModel):

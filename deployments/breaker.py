@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge

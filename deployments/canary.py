@@ -15,8 +15,9 @@ import collections
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Literal
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
@@ -258,10 +259,17 @@ class CanaryController:
         self._change(0.0, False, "rolled_back", "rollback", reason)
 
     def _change(self, percent: float, shadow: bool, status: Status, action: str, reason: str) -> None:
-        self._history.append({
-            "at_unix_s": round(self._wall(), 3), "action": action, "from_percent": self._percent,
-            "to_percent": percent, "shadow": shadow, "reason": reason, "canary_version": self._versions["canary"],
-        })  # fmt: skip
+        self._history.append(
+            {
+                "at_unix_s": round(self._wall(), 3),
+                "action": action,
+                "from_percent": self._percent,
+                "to_percent": percent,
+                "shadow": shadow,
+                "reason": reason,
+                "canary_version": self._versions["canary"],
+            }
+        )
         if action != "set":
             self._decisions.inc(tags={"action": action})
         self._percent, self._shadow, self._status = percent, shadow, status
@@ -276,8 +284,13 @@ class CanaryController:
     def _save(self) -> None:
         path = Path(self._config.state_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {"canary_version": self._versions["canary"], "percent": self._percent, "shadow": self._shadow,
-                 "status": self._status, "history": list(self._history)}  # fmt: skip
+        state = {
+            "canary_version": self._versions["canary"],
+            "percent": self._percent,
+            "shadow": self._shadow,
+            "status": self._status,
+            "history": list(self._history),
+        }
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(path)
@@ -322,8 +335,14 @@ class CanaryView:
         self._interval_s = sync_interval_s
         self._timeout_s = timeout_s
         self._sleep = sleep
-        self.split: dict[str, Any] = {"percent": 0.0, "shadow": False, "status": "none", "epoch": 0,
-                                      "generation": -1, "canary_version": None}  # fmt: skip
+        self.split: dict[str, Any] = {
+            "percent": 0.0,
+            "shadow": False,
+            "status": "none",
+            "epoch": 0,
+            "generation": -1,
+            "canary_version": None,
+        }
         self._report = self._empty()
         self._loop: asyncio.Task | None = None
         self.unreachable = 0

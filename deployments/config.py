@@ -57,10 +57,12 @@ class IngressConfig(_Strict):
         description="adaptive limit on tickets in flight per ingress replica; over it: 503 overloaded at once",
     )
     tier_header: str = Field(
-        "x-user-tier", description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)"
+        "x-user-tier",
+        description="header naming the caller's rate-limit tier (see antispam.rate_limit.trust_tier_header)",
     )
     color_header: str = Field(
-        "x-traffic-color", description="header sending a ticket to one model side (stable or canary), whatever the split"
+        "x-traffic-color",
+        description="header sending a ticket to one model side (stable or canary), whatever the split",
     )
 
 
@@ -101,14 +103,18 @@ class EdgeConfig(_Strict):
     cache_ttl_s: float = Field(3600.0, gt=0, description="result cache entry lifetime")
     pre_classifier_enabled: bool = Field(True, description="answer confident simple tickets at the edge")
     pre_classifier_min_confidence: float | None = Field(
-        None, gt=0, le=1, description="pre-classifier probability needed to answer (route edge_model); "
-        "null: the model's gate per language, read off validation tickets at build time (else 0.8)"
+        None,
+        gt=0,
+        le=1,
+        description="pre-classifier probability needed to answer (route edge_model); "
+        "null: the model's gate per language, read off validation tickets at build time (else 0.8)",
     )
     pre_classifier_intents: list[str] | None = Field(
         None, description="intents the pre-classifier may answer; default: the model's 'simple' tier"
     )
     degraded_enabled: bool = Field(
-        True, description="when the model path fails or the breaker is open, answer from the pre-classifier (route degraded)"
+        True,
+        description="when the model path fails or the breaker is open, answer from the pre-classifier (route degraded)",
     )
     retry_after_s: int = Field(1, ge=0, description="Retry-After sent when the model path refuses a ticket (503)")
 
@@ -130,14 +136,14 @@ class FaultConfig(_Strict):
 
 
 class ModelReplicaConfig(_Strict):
-    engine: EngineConfig = Field(
-        default_factory=EngineConfig, description="vLLM engine settings"
-    )
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="vLLM engine settings")
     batching: BatchSizeConfig = Field(
         default_factory=BatchSizeConfig, description="adaptive batch knob: most requests inside the engine at once"
     )
     queue_per_slot: float | None = Field(
-        2.0, gt=0, description="requests waiting per batch slot beyond which new ones are throttled (429 row); null: unbounded"
+        2.0,
+        gt=0,
+        description="requests waiting per batch slot beyond which new ones are throttled (429 row); null: unbounded",
     )
     reclaim: ReclaimConfig = Field(default_factory=ReclaimConfig, description="memory reclaim triggers")
     faults: FaultConfig = Field(default_factory=FaultConfig, description="failure injection (tests, drills)")
@@ -159,8 +165,9 @@ class KVCacheConfig(_Strict):
         False, description="run the KV-cache manager and route model calls by prompt prefix (generate mode only)"
     )
     affinity_routing: bool = Field(
-        True, description="route model calls to the replica holding the tenant's prefix; false: Serve's default "
-        "router (the manager still tracks prefixes, hit rates and warm-ups)"
+        True,
+        description="route model calls to the replica holding the tenant's prefix; false: Serve's default "
+        "router (the manager still tracks prefixes, hit rates and warm-ups)",
     )
     registry: RegistryConfig = Field(
         default_factory=RegistryConfig, description="prefix registry: hot keys, TTL, imbalance, warm-up"
@@ -185,8 +192,11 @@ class KVCacheConfig(_Strict):
 class ReviewConfig(_Strict):
     enabled: bool = Field(True, description="flag and record answers below min_confidence for a person to check")
     min_confidence: float | None = Field(
-        None, ge=0, le=1, description="model and edge answers below this confidence get needs_review: true; "
-        "null: the model's review_threshold (at most 5 % of right validation answers below it), else 0.5"
+        None,
+        ge=0,
+        le=1,
+        description="model and edge answers below this confidence get needs_review: true; "
+        "null: the model's review_threshold (at most 5 % of right validation answers below it), else 0.5",
     )
     store_path: ProjectPath = Field(
         "var/review.sqlite3", description="SQLite file of the review queue (relative: project root); survives restarts"
@@ -260,7 +270,7 @@ class AppConfig(_Strict):
     admin: AdminConfig = Field(default_factory=AdminConfig, description="the /admin API")
 
     @model_validator(mode="after")
-    def _model_call_fits_the_ticket_budget(self) -> "AppConfig":
+    def _model_call_fits_the_ticket_budget(self) -> AppConfig:
         if self.retry.per_try_timeout_ms >= self.ingress.request_timeout_s * 1000:
             raise ValueError(
                 f"retry.per_try_timeout_ms={self.retry.per_try_timeout_ms:g} must be below "
@@ -270,7 +280,7 @@ class AppConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _kv_cache_needs_generate(self) -> "AppConfig":
+    def _kv_cache_needs_generate(self) -> AppConfig:
         if self.kv_cache.enabled and self.model.engine.mode != "generate":
             raise ValueError(
                 f"kv_cache.enabled=True needs model.engine.mode 'generate', got {self.model.engine.mode!r}: "
@@ -279,7 +289,7 @@ class AppConfig(_Strict):
         return self
 
     @classmethod
-    def from_args(cls, args: dict | None) -> "AppConfig":
+    def from_args(cls, args: dict | None) -> AppConfig:
         """Validates serve_config.yaml `args`; the error names each bad key and value."""
         try:
             return cls.model_validate(args or {})

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
@@ -92,7 +93,8 @@ class EdgeRouter:
             split = CanaryView(controller, rollout.sync_interval_ms / 1000, rollout.call_timeout_ms / 1000)
             await split.start()
         same_tokens = canary is None or (
-            (await canary.tokenizer_info.remote()).tokenizer_hash == (await model.tokenizer_info.remote()).tokenizer_hash
+            (await canary.tokenizer_info.remote()).tokenizer_hash
+            == (await model.tokenizer_info.remote()).tokenizer_hash
         )
         self._model_path = ModelPath(
             tokenizer, model, view, retry, clock, canary=canary, split=split, canary_takes_tokens=same_tokens

@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.resources import cuda_available
-from models.artifacts import ModelMetadata, tokenizer_hash
+from models.artifacts import ModelMetadata
 
 TICKET_SLOT = "\x00TICKET\x00"
 DEFAULT_INSTRUCTION = (
@@ -35,8 +35,10 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["classify", "generate"] = Field(
-        "classify", description="classify: pooling runner; generate: instruct LLM choosing a label"
+    mode: Literal["classify", "generate", "fake"] = Field(
+        "classify",
+        description="classify: pooling runner; generate: instruct LLM choosing a label; fake: a stand-in answering "
+        "from the model's pre-classifier, no vLLM (tests of the graph around the model)",
     )
     model_dir: str = Field(
         "artifacts/models/default",
@@ -46,34 +48,39 @@ class EngineConfig(BaseModel):
     gpu_memory_utilization: float = Field(
         0.2, gt=0, le=1, description="fraction of device memory (on CPU: of RAM) vLLM may use"
     )
-    max_model_len_tokens: int | None = Field(
-        None, gt=0, description="context limit; default: the model's own"
-    )
+    max_model_len_tokens: int | None = Field(None, gt=0, description="context limit; default: the model's own")
     max_num_seqs: int = Field(256, gt=0, description="vLLM scheduler's cap on sequences per step")
     enforce_eager: bool = Field(True, description="skip CUDA graph / torch.compile capture")
-    enable_prefix_caching: bool = Field(
-        True, description="reuse KV blocks of shared prompt prefixes (generate mode)"
-    )
+    enable_prefix_caching: bool = Field(True, description="reuse KV blocks of shared prompt prefixes (generate mode)")
     kv_cache_memory_bytes: int | None = Field(
-        None, gt=0, description="KV cache size in bytes (kv_partition.planner computes one); default: from "
-        "gpu_memory_utilization"
+        None,
+        gt=0,
+        description="KV cache size in bytes (kv_partition.planner computes one); default: from gpu_memory_utilization",
     )
     tenant_instructions_file: str | None = Field(
-        None, description="generate mode: YAML mapping tenant -> text added to the instruction for that tenant's "
-        "tickets (its taxonomy, rules, examples): one shared prompt prefix per tenant"
+        None,
+        description="generate mode: YAML mapping tenant -> text added to the instruction for that tenant's "
+        "tickets (its taxonomy, rules, examples): one shared prompt prefix per tenant",
     )
     engine_metrics: bool = Field(
         True, description="export vLLM's own stats (queue, KV use, prefix-cache hits) through Ray's Prometheus export"
     )
     max_label_tokens: int = Field(16, gt=0, description="generate mode: decode budget for a label")
     ipc_busy_wait_ms: float | None = Field(
-        2.0, ge=0, description="CPU hosts: how long vLLM's worker spins for the next engine step before it sleeps; "
+        2.0,
+        ge=0,
+        description="CPU hosts: how long vLLM's worker spins for the next engine step before it sleeps; "
         "vLLM's own 1000 ms keeps a core busy at any traffic above 1 ticket/s (deployments/vllm_cpu_worker.py); "
-        "null: vLLM's"
+        "null: vLLM's",
     )
+    fake_latency_ms: float = Field(5.0, ge=0, description="fake mode: time each answer takes")
+    fake_failure_rate: float = Field(0.0, ge=0, le=1, description="fake mode: share of calls that fail")
     extra_niceness: int = Field(
-        0, ge=0, le=19, description="CPU hosts: added to the niceness of the engine's processes, so the HTTP front "
-        "door keeps the CPU it needs to answer (and refuse) quickly when the model saturates the cores"
+        0,
+        ge=0,
+        le=19,
+        description="CPU hosts: added to the niceness of the engine's processes, so the HTTP front "
+        "door keeps the CPU it needs to answer (and refuse) quickly when the model saturates the cores",
     )
 
 
@@ -141,13 +148,7 @@ class _VLLMEngine:
         from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        self.metadata = ModelMetadata.load(model_dir)
-        actual = tokenizer_hash(model_dir)
-        if actual != self.metadata.tokenizer_hash:
-            raise RuntimeError(
-                f"{model_dir}: tokenizer files hash to {actual}, but the model was built with "
-                f"{self.metadata.tokenizer_hash}; rebuild the model"
-            )
+        self.metadata = ModelMetadata.load_locked(model_dir)
         # Only used on the fallback path and to pre-tokenize the instruction.
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         worker = {}
@@ -182,9 +183,9 @@ class _VLLMEngine:
             _renice_children(config.extra_niceness)
 
     def _text_ids(self, text: str, add_special_tokens: bool, max_tokens: int) -> list[int]:
-        return self.tokenizer(
-            text, add_special_tokens=add_special_tokens, truncation=True, max_length=max_tokens
-        )["input_ids"]
+        return self.tokenizer(text, add_special_tokens=add_special_tokens, truncation=True, max_length=max_tokens)[
+            "input_ids"
+        ]
 
     def batch_capacity(self) -> int:
         """The scheduler's max_num_seqs, and for models with a KV cache as many full-length
@@ -321,9 +322,7 @@ class VLLMGenerateEngine(_VLLMEngine):
         completion = final.outputs[0]
         logprob = completion.cumulative_logprob
         confidence = math.exp(logprob) if logprob is not None else 0.0
-        return Prediction(
-            completion.text.strip(), confidence, key, len(ids), final.num_cached_tokens or 0, ttft_ms
-        )
+        return Prediction(completion.text.strip(), confidence, key, len(ids), final.num_cached_tokens or 0, ttft_ms)
 
 
 def _tenant_instructions(path: str | None) -> dict[str, str]:
@@ -347,5 +346,9 @@ def _renice_children(increment: int) -> None:
 
 
 def start_engine(config: EngineConfig, model_dir: str) -> TicketEngine:
+    if config.mode == "fake":
+        from deployments.fake_engine import FakeTicketEngine
+
+        return FakeTicketEngine(config, model_dir)
     cls = VLLMClassifyEngine if config.mode == "classify" else VLLMGenerateEngine
     return cls(config, model_dir)

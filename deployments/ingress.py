@@ -221,16 +221,18 @@ class Ingress:
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:
-            raise ApiError(503, "overloaded", "a queue on the ticket's path is full; retry later", self._config.retry_after_s)
-        except asyncio.TimeoutError:
+            raise ApiError(
+                503, "overloaded", "a queue on the ticket's path is full; retry later", self._config.retry_after_s
+            ) from None
+        except TimeoutError:
             response.cancel()
             raise ApiError(
                 503, "overloaded", f"no answer within {self._config.request_timeout_s}s", self._config.retry_after_s
-            )
+            ) from None
         except Exception:
             # Never echo the ticket text: logs must not hold customer data.
             logger.exception("model path failed for request %s", request_id)
-            raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}")
+            raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}") from None
         if not isinstance(result, Answer):
             raise result.error()
         needs_review = await self._maybe_review(body, ticket, result, request_id)
@@ -259,10 +261,16 @@ class Ingress:
         queue = self._nodes.get("review_queue")
         if result.route != "cache" and queue is not None:
             item = {
-                "request_id": request_id, "ticket_id": body.ticket_id, "tenant": body.tenant, "text": ticket.text,
-                "lang": result.language, "label": result.label, "confidence": result.confidence,
-                "route": result.route, "model_version": result.model_version,
-            }  # fmt: skip
+                "request_id": request_id,
+                "ticket_id": body.ticket_id,
+                "tenant": body.tenant,
+                "text": ticket.text,
+                "lang": result.language,
+                "label": result.label,
+                "confidence": result.confidence,
+                "route": result.route,
+                "model_version": result.model_version,
+            }
             try:
                 await asyncio.wait_for(queue.record.remote([item]), r.record_timeout_ms / 1000)
             except Exception as e:  # flagged all the same; the count shows what the queue missed
@@ -275,8 +283,10 @@ class Ingress:
     def _authorize(self, request: Request) -> None:
         given = request.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
-        if not self._admin_token or scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.encode(), self._admin_token.encode()
+        if (
+            not self._admin_token
+            or scheme.lower() != "bearer"
+            or not hmac.compare_digest(token.encode(), self._admin_token.encode())
         ):
             raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
 
@@ -303,7 +313,9 @@ class Ingress:
         if "canary_controller" not in self._nodes:
             return None
         try:
-            return await asyncio.wait_for(self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s)
+            return await asyncio.wait_for(
+                self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s
+            )
         except Exception as e:  # the rest of the state is still worth showing
             return {"error": type(e).__name__}
 

@@ -57,9 +57,10 @@ class KVCacheManager:
             tag_keys=("result",),
         )
         self._tokens = Counter(
-            "kv_prompt_tokens_total", description="Prompt tokens of those requests, by computed or cached.",
+            "kv_prompt_tokens_total",
+            description="Prompt tokens of those requests, by computed or cached.",
             tag_keys=("source",),
-        )  # fmt: skip
+        )
         self._warmed = Counter("kv_warmup_prefixes_total", description="Prefixes fresh replicas computed at start.")
         self._hot = Gauge("kv_hot_prefixes", description="Prefixes the registry counts as hot.")
         self._replicas = Gauge("kv_tracked_replicas", description="Model replicas the registry tracks.")
@@ -145,4 +146,8 @@ def _quantiles(values: Iterable[float]) -> dict[str, float | int]:
     ordered = sorted(values)
     if not ordered:
         return {"n": 0}
-    return {"n": len(ordered), "p50": round(nearest_rank(ordered, 0.5), 1), "p99": round(nearest_rank(ordered, 0.99), 1)}
+    return {
+        "n": len(ordered),
+        "p50": round(nearest_rank(ordered, 0.5), 1),
+        "p99": round(nearest_rank(ordered, 0.99), 1),
+    }

@@ -81,9 +81,18 @@ class InProcessEdge:
         tokenizer = LocalHandle(await construct(Tokenizer, self.tokenizer, model, self.model_dir))
         edge = LocalHandle(
             await construct(
-                EdgeRouter, self.edge, tokenizer, model, self.model_dir, breaker, self.breaker, self.retry,
-                nodes.get("canary_controller"), nodes.get("canary_model"), self.rollout,
-            )  # fmt: skip
+                EdgeRouter,
+                self.edge,
+                tokenizer,
+                model,
+                self.model_dir,
+                breaker,
+                self.breaker,
+                self.retry,
+                nodes.get("canary_controller"),
+                nodes.get("canary_model"),
+                self.rollout,
+            )
         )
         antispam = LocalHandle(await construct(AntiSpam, self.antispam, nodes["rate_limiter"], edge))
         return {"antispam": antispam, "edge_router": edge, "tokenizer": tokenizer}

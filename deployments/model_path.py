@@ -12,8 +12,9 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Literal
 
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
@@ -150,7 +151,9 @@ class ModelPath:
         if answer is not None and not isinstance(stable, GiveUp):
             self.split.record_shadow(answer["label"] == stable["label"])
 
-    async def _ask_stable(self, prompt: list[int] | str, request_id: str, tenant: str | None) -> dict[str, Any] | GiveUp:
+    async def _ask_stable(
+        self, prompt: list[int] | str, request_id: str, tenant: str | None
+    ) -> dict[str, Any] | GiveUp:
         tries = 0
         while True:
             tries += 1
@@ -158,7 +161,9 @@ class ModelPath:
             try:
                 # Serve queues a call while the deployment has no replica (one being
                 # replaced): without a deadline the ticket would wait out the ingress's.
-                result = await asyncio.wait_for(self._model.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
+                result = await asyncio.wait_for(
+                    self._model.predict.remote(prompt, request_id, tenant=tenant), self._try_s
+                )
             except Exception as e:
                 cause = failure_cause(e)
                 self._sides.inc(tags={"side": "stable", "outcome": "failed"})

@@ -30,8 +30,8 @@ from deployments.engines import (
 )
 from deployments.kv_manager import PrefixUse
 from deployments.limiter import AdjustableLimit
-from models.artifacts import OUT_OF_SCOPE
 from deployments.resources import accelerator_memory_gib, read_resources
+from models.artifacts import OUT_OF_SCOPE
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.breaker import Resources
 from policies.reclaim import ReclaimDecision, ReclaimMonitor

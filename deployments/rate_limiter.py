@@ -10,7 +10,7 @@ burst) and, meanwhile, the anti-spam replicas admit rather than fail.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ray.serve.metrics import Counter, Gauge
 

@@ -45,7 +45,7 @@ FIELDS = ("request_id", "ticket_id", "tenant", "text", "lang", "label", "confide
 
 
 def _utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 class ReviewStore:
@@ -96,7 +96,9 @@ class ReviewStore:
 
     def training_rows(self) -> list[dict[str, str]]:
         """Resolved items as rows for `models.build` (columns text, label, lang)."""
-        rows = self._db.execute("SELECT text, resolved_label, lang FROM review WHERE resolved_label IS NOT NULL ORDER BY id")
+        rows = self._db.execute(
+            "SELECT text, resolved_label, lang FROM review WHERE resolved_label IS NOT NULL ORDER BY id"
+        )
         return [{"text": r["text"], "label": r["resolved_label"], "lang": r["lang"] or ""} for r in rows]
 
     def close(self) -> None:

@@ -63,11 +63,9 @@ class Tokenizer:
 
     async def tokenize(self, text: str) -> list[int] | str:
         try:
-            prompt: list[int] | str = await asyncio.wait_for(
-                asyncio.to_thread(self._encode, text), self._timeout_s
-            )
+            prompt: list[int] | str = await asyncio.wait_for(asyncio.to_thread(self._encode, text), self._timeout_s)
             outcome = "tokenized"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             prompt, outcome = text, "fallback"
         self._counts[outcome] += 1
         self._outcomes.inc(tags={"outcome": outcome})

@@ -133,11 +133,14 @@ def plan(
     if len(dtypes) == 1:
         only = dtypes.pop()
         kv_dtype = "auto" if only == shape.dtype else only
-    return KVPlan(per_token, per_range, budget_bytes, block_size_tokens, blocks, blocks // blocks_per_sequence, kv_dtype)
+    return KVPlan(
+        per_token, per_range, budget_bytes, block_size_tokens, blocks, blocks // blocks_per_sequence, kv_dtype
+    )
 
 
-def budget_for(shape: ModelShape, ranges: list[LayerRange], sequences: int, tokens_per_sequence: int,
-               block_size_tokens: int = 16) -> int:  # fmt: skip
+def budget_for(
+    shape: ModelShape, ranges: list[LayerRange], sequences: int, tokens_per_sequence: int, block_size_tokens: int = 16
+) -> int:
     """KV bytes `sequences` full sequences need with these ranges' dtypes (whole blocks)."""
     check_ranges(shape, ranges)
     per_token = sum(r.layers * shape.bytes_per_token_per_layer(r.kv_dtype) for r in ranges)

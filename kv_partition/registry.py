@@ -30,7 +30,9 @@ class RegistryConfig(BaseModel):
     replica_blocks: int = Field(
         4096, gt=0, description="KV blocks assumed per replica when the replica does not say how many it has"
     )
-    hot_threshold: float = Field(0.3, gt=0, le=1, description="share of lookups that makes a prefix hot (the seeds' 0.3)")
+    hot_threshold: float = Field(
+        0.3, gt=0, le=1, description="share of lookups that makes a prefix hot (the seeds' 0.3)"
+    )
     hot_min_hits: int = Field(3, ge=1, description="hits a prefix needs before it can be hot")
     ttl_s: float = Field(3600.0, gt=0, description="a prefix unused this long is assumed evicted (the seeds' LRU TTL)")
     max_imbalance_requests: int = Field(

@@ -204,10 +204,15 @@ class BlockStore:
 
     def snapshot(self) -> dict[str, dict]:
         return {
-            name: {"blocks": len(r.blocks), "used_bytes": r.used_bytes, "budget_bytes": r.budget_bytes,
-                   "hot": sum(b.hot for b in r.blocks.values()), **vars(r.stats)}
+            name: {
+                "blocks": len(r.blocks),
+                "used_bytes": r.used_bytes,
+                "budget_bytes": r.budget_bytes,
+                "hot": sum(b.hot for b in r.blocks.values()),
+                **vars(r.stats),
+            }
             for name, r in self._ranges.items()
-        }  # fmt: skip
+        }
 
     def _share(self, block: Block) -> float:
         return block.hits / max(1, self._lookups - block.lookups_at_add)

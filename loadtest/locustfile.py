@@ -34,14 +34,21 @@ logger = logging.getLogger("loadtest")
 
 @events.init_command_line_parser.add_listener
 def _options(parser):
-    parser.add_argument("--api", choices=["ticketserve", "vllm"], default="ticketserve",
-                        help="ticketserve: POST /v1/classify; vllm: vLLM's POST /classify")
+    parser.add_argument(
+        "--api",
+        choices=["ticketserve", "vllm"],
+        default="ticketserve",
+        help="ticketserve: POST /v1/classify; vllm: vLLM's POST /classify",
+    )
     parser.add_argument("--vllm-model", default="", help="--api vllm: the served model name (its --model)")
     add_shared(parser)
-    parser.add_argument("--think-time-s", type=float, default=0.0, help="pause between a user's tickets (0: closed loop)")
-    parser.add_argument("--shared-data", choices=["yes", "no"], default="yes",
-                        help="add ../shared/data tickets to the mix when present")
-    parser.add_argument("--seed", type=int, default=0, help="ticket draws")  # fmt: skip
+    parser.add_argument(
+        "--think-time-s", type=float, default=0.0, help="pause between a user's tickets (0: closed loop)"
+    )
+    parser.add_argument(
+        "--shared-data", choices=["yes", "no"], default="yes", help="add ../shared/data tickets to the mix when present"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="ticket draws")
 
 
 class RunState:
@@ -59,8 +66,16 @@ class RunState:
     def record(self, kind: str, status: int, latency_ms: float, v: Verdict) -> None:
         self.tickets += kind in TICKET_KINDS
         self.records.append(
-            Record(round(time.monotonic() - self.started, 3), kind, status, v.route, round(latency_ms, 2), v.answered,
-                   v.valid, v.reason)
+            Record(
+                round(time.monotonic() - self.started, 3),
+                kind,
+                status,
+                v.route,
+                round(latency_ms, 2),
+                v.answered,
+                v.valid,
+                v.reason,
+            )
         )
 
 
@@ -89,8 +104,14 @@ def _judge(environment, **_):
     invalid = sum(not r.valid for r in state.records)
     result = verdict(rows, invalid, round(opts.judged_users * opts.user_scale), opts.max_p99_ms, opts.max_error_rate)
     for s in rows:
-        logger.info("stage %s, %s users: %s tickets/s, P99 %s ms, error rate %s", s["stage"], s["users"],
-                    s["answered_per_s"], s["p99_ms"], s["error_rate"])  # fmt: skip
+        logger.info(
+            "stage %s, %s users: %s tickets/s, P99 %s ms, error rate %s",
+            s["stage"],
+            s["users"],
+            s["answered_per_s"],
+            s["p99_ms"],
+            s["error_rate"],
+        )
     # The criteria decide the exit code, not Locust's default (1 on any failed request:
     # a shed 503 is a failure of that request but within the contract).
     environment.process_exit_code = 0
@@ -164,8 +185,9 @@ class SpamUser(FastHttpUser):
         """`refuse`: this one must be refused as spam (a 200 is spam let through)."""
         state = self.environment.run_state
         start = time.perf_counter()
-        with self.client.post("/v1/classify", json={"text": text, "user_id": self.user_id}, name=kind,
-                              catch_response=True) as r:  # fmt: skip
+        with self.client.post(
+            "/v1/classify", json={"text": text, "user_id": self.user_id}, name=kind, catch_response=True
+        ) as r:
             v = judge_ticketserve(r.status_code, dict(r.headers or {}), r.text, state.labels)
             if not v.valid:
                 r.failure(v.reason)

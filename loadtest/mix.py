@@ -78,7 +78,11 @@ class TicketMix:
         tiers = {item["name"]: item["tier"] for item in yaml.safe_load(BUNDLED_INTENTS.read_text())}
         rows = [(r["text"], r["label"], r["lang"]) for r in read_csv(BUNDLED_DATA)]
         if shared and BITEXT.exists():
-            rows += [(r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en") for r in read_csv(BITEXT) if r["intent"] in BITEXT_TO_BUNDLED]
+            rows += [
+                (r["utterance"], BITEXT_TO_BUNDLED[r["intent"]], "en")
+                for r in read_csv(BITEXT)
+                if r["intent"] in BITEXT_TO_BUNDLED
+            ]
         return cls(rows, tiers, unique_share)
 
     def __len__(self) -> int:
@@ -104,10 +108,15 @@ def spam_texts(rng: random.Random, n: int) -> dict[str, list[str]]:
         "repeated words": [
             " ".join([" ".join(rng.sample(words, rng.randint(1, 3)))] * rng.randint(6, 40)) for _ in range(n)
         ],
-        "random letters": ["".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(10, 200))) for _ in range(n)],
+        "random letters": [
+            "".join(rng.choice(string.ascii_letters) for _ in range(rng.randint(10, 200))) for _ in range(n)
+        ],
         "random letters+digits": ["".join(rng.choice(alnum) for _ in range(rng.randint(10, 200))) for _ in range(n)],
         "random 'words'": [
-            " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))) for _ in range(rng.randint(3, 15)))
+            " ".join(
+                "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
+                for _ in range(rng.randint(3, 15))
+            )
             for _ in range(n)
         ],
     }

@@ -38,10 +38,18 @@ def write_records(records: list[Record], path: Path) -> None:
 def read_records(path: Path) -> list[Record]:
     with open(path, newline="", encoding="utf-8") as f:
         return [
-            Record(float(r["t_s"]), r["kind"], int(r["status"]), r["route"], float(r["latency_ms"]),
-                   r["answered"] == "True", r["valid"] == "True", r.get("detail", ""))
+            Record(
+                float(r["t_s"]),
+                r["kind"],
+                int(r["status"]),
+                r["route"],
+                float(r["latency_ms"]),
+                r["answered"] == "True",
+                r["valid"] == "True",
+                r.get("detail", ""),
+            )
             for r in csv.DictReader(f)
-        ]  # fmt: skip
+        ]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -123,12 +131,28 @@ def verdict(stage_rows: list[dict], invalid: int, judged_users: int, max_p99_ms:
     for s in stage_rows:
         if s["users"] > judged_users or not s["tickets"]:
             continue
-        checks.append({"stage": s["stage"], "users": s["users"], "check": "p99_ms", "value": s["p99_ms"],
-                       "limit": max_p99_ms, "passed": s["p99_ms"] is not None and s["p99_ms"] <= max_p99_ms})
-        checks.append({"stage": s["stage"], "users": s["users"], "check": "error_rate", "value": s["error_rate"],
-                       "limit": max_error_rate, "passed": s["error_rate"] <= max_error_rate})
+        checks.append(
+            {
+                "stage": s["stage"],
+                "users": s["users"],
+                "check": "p99_ms",
+                "value": s["p99_ms"],
+                "limit": max_p99_ms,
+                "passed": s["p99_ms"] is not None and s["p99_ms"] <= max_p99_ms,
+            }
+        )
+        checks.append(
+            {
+                "stage": s["stage"],
+                "users": s["users"],
+                "check": "error_rate",
+                "value": s["error_rate"],
+                "limit": max_error_rate,
+                "passed": s["error_rate"] <= max_error_rate,
+            }
+        )
     checks.append({"check": "invalid_responses", "value": invalid, "limit": 0, "passed": invalid == 0})
-    return {"passed": all(c["passed"] for c in checks), "checks": checks}  # fmt: skip
+    return {"passed": all(c["passed"] for c in checks), "checks": checks}
 
 
 def cost_per_million(answered_per_s: float, price_per_replica_hour: float, replicas: int = 1) -> float | None:

@@ -61,14 +61,22 @@ def main() -> int:
     p.add_argument("--targets", default="vllm,offline,edge_off,graph", help="comma-separated, run in this order")
     p.add_argument("--config", type=Path, default=ROOT / "serve_config.yaml", help="the graph's Serve config")
     add_shared(p)
-    p.add_argument("--price-per-replica-hour", type=float, default=0.085,
-                   help="dollars per hour of the machine one replica needs (default: a 2-vCPU cloud VM; "
-                        "use the GPU instance's price for serve_config.gpu.yaml)")
+    p.add_argument(
+        "--price-per-replica-hour",
+        type=float,
+        default=0.085,
+        help="dollars per hour of the machine one replica needs (default: a 2-vCPU cloud VM; "
+        "use the GPU instance's price for serve_config.gpu.yaml)",
+    )
     p.add_argument("--offline-tickets", type=int, default=2000, help="texts in the offline batch measurement")
-    p.add_argument("--metrics-port", type=int, default=8080,
-                   help="Ray's Prometheus export (set on a Ray this command starts; sampled during graph runs)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="Ray's Prometheus export (set on a Ray this command starts; sampled during graph runs)",
+    )
     p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
-    args = p.parse_args()  # fmt: skip
+    args = p.parse_args()
 
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = set(targets) - {*GRAPH_TARGETS, "vllm", "offline"}
@@ -102,8 +110,21 @@ def main() -> int:
                 offline_json.unlink(missing_ok=True)
                 # vLLM's engine sometimes aborts in its C++ teardown at interpreter exit, after
                 # the result is written: the result file, not the exit code, says it ran.
-                _run([sys.executable, "-m", "bench.offline_rate", "--tickets", str(args.offline_tickets),
-                      "--model-dir", model_dir, "--out", str(offline_json)], env, check=False)  # fmt: skip
+                _run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.offline_rate",
+                        "--tickets",
+                        str(args.offline_tickets),
+                        "--model-dir",
+                        model_dir,
+                        "--out",
+                        str(offline_json),
+                    ],
+                    env,
+                    check=False,
+                )
                 offline = json.loads(offline_json.read_text())
     finally:
         if started_ray:
@@ -165,11 +186,13 @@ def _comparison(t: dict, offline: dict | None) -> dict:
 
     goals = {
         "c_over_b_throughput": {"value": _ratio(rate("graph"), rate("edge_off")), "goal": ">= 3"},
-        "c_over_b_model_path_p99": {"value": _ratio(get("graph", "model_path_p99_ms"), get("edge_off", "model_path_p99_ms")),
-                                    "goal": "<= 0.4"},
+        "c_over_b_model_path_p99": {
+            "value": _ratio(get("graph", "model_path_p99_ms"), get("edge_off", "model_path_p99_ms")),
+            "goal": "<= 0.4",
+        },
         "c_over_a_throughput": {"value": _ratio(rate("graph"), rate("vllm")), "goal": ">= 1.5"},
         "c_p99_over_a_p99": {"value": _ratio(get("graph", "p99_ms"), get("vllm", "p99_ms")), "goal": "<= 1"},
-    }  # fmt: skip
+    }
     if offline and "edge_off" in t:
         peak = t["edge_off"]["peak_answered_per_s"]
         goals["served_model_path_over_offline"] = {"value": _ratio(peak, offline["tickets_per_s"]), "goal": ">= 0.8"}
@@ -180,15 +203,25 @@ def _comparison(t: dict, offline: dict | None) -> dict:
 
 
 def _markdown(summary: dict, users: list[int], judged: int) -> str:
-    lines = [f"# Load test, {summary['machine']['when']}", "", f"Stages (users): {users}; criteria judged up to {judged} users.", ""]
+    lines = [
+        f"# Load test, {summary['machine']['when']}",
+        "",
+        f"Stages (users): {users}; criteria judged up to {judged} users.",
+        "",
+    ]
     for s in summary["targets"].values():
         v = s["verdict"]
-        lines += [f"## {s['label']}: {'PASS' if v['passed'] else 'FAIL'}", "",
-                  "| users | tickets/s | P50 ms | P99 ms | P99.9 ms | model-path P99 ms | error rate | interception |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"## {s['label']}: {'PASS' if v['passed'] else 'FAIL'}",
+            "",
+            "| users | tickets/s | P50 ms | P99 ms | P99.9 ms | model-path P99 ms | error rate | interception |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in s["stages"]:
-            lines.append(f"| {r['users']} | {r['answered_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | "
-                         f"{r['model_path_p99_ms']} | {r['error_rate']} | {r['interception']} |")  # fmt: skip
+            lines.append(
+                f"| {r['users']} | {r['answered_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | "
+                f"{r['model_path_p99_ms']} | {r['error_rate']} | {r['interception']} |"
+            )
         best = s["sustained_at_slo"]
         sustained_line = (
             f"Sustained at P99 <= SLO: {best['answered_per_s']} tickets/s ({best['users']} users, "
@@ -205,7 +238,13 @@ def _markdown(summary: dict, users: list[int], judged: int) -> str:
             lines += [line, ""]
         failed = [c for c in v["checks"] if not c["passed"]]
         if failed:
-            lines += ["Failed: " + "; ".join(f"{c['check']} {c['value']} (limit {c['limit']}, {c.get('users', 'all')} users)" for c in failed), ""]
+            lines += [
+                "Failed: "
+                + "; ".join(
+                    f"{c['check']} {c['value']} (limit {c['limit']}, {c.get('users', 'all')} users)" for c in failed
+                ),
+                "",
+            ]
     lines += ["## Peers", "", "| ratio | value | goal | met |", "|---|---|---|---|"]
     for name, g in summary["comparison"].items():
         lines.append(f"| {name} | {g['value']} | {g['goal']} | {g['met']} |")
@@ -217,8 +256,12 @@ def _markdown(summary: dict, users: list[int], judged: int) -> str:
 def _machine() -> dict:
     import platform
 
-    return {"when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "platform": platform.platform()}  # fmt: skip
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def _run(cmd: list[str], env: dict, check: bool = True) -> int:
@@ -230,8 +273,21 @@ def _ensure_ray(env: dict, metrics_port: int) -> bool:
     """True when this command started Ray (and stops it at the end)."""
     if subprocess.run(["ray", "status"], env=env, capture_output=True, check=False).returncode == 0:
         return False
-    _run(["ray", "start", "--head", "--dashboard-host", "127.0.0.1", "--include-dashboard", "true",
-          "--metrics-export-port", str(metrics_port), "--disable-usage-stats"], env)  # fmt: skip
+    _run(
+        [
+            "ray",
+            "start",
+            "--head",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--include-dashboard",
+            "true",
+            "--metrics-export-port",
+            str(metrics_port),
+            "--disable-usage-stats",
+        ],
+        env,
+    )
     return True
 
 
@@ -264,11 +320,28 @@ def _wait_healthy(url: str, timeout_s: float) -> None:
 
 
 def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--runner", "pooling",
-           "--served-model-name", "ticket-classifier", "--host", "127.0.0.1", "--port", str(VLLM_PORT),
-           "--dtype", "float32", "--enforce-eager", "--gpu-memory-utilization", "0.1",
-           # Its per-request access log costs CPU our graph does not spend (Serve buffers its own).
-           "--disable-uvicorn-access-log"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--runner",
+        "pooling",
+        "--served-model-name",
+        "ticket-classifier",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(VLLM_PORT),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--gpu-memory-utilization",
+        "0.1",
+        # Its per-request access log costs CPU our graph does not spend (Serve buffers its own).
+        "--disable-uvicorn-access-log",
+    ]
     print("$ " + " ".join(cmd), flush=True)
     with open(out / "vllm_server.log", "w") as log:
         server = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -351,11 +424,33 @@ class MetricsSampler(threading.Thread):
 def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: dict) -> int:
     """Locust in its own process: its gevent patching must not meet Ray's or vLLM's imports."""
     total_s = len(scaled_stage_users(args)) * args.stage_seconds
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
-           "--host", host, "--api", api, "--vllm-model", model, *forward(args),
-           "--run-time", f"{int(total_s + 30)}s", "--stop-timeout", "10",
-           "--csv", str(out / target), "--csv-full-history", "--html", str(out / f"{target}.html"),
-           "--only-summary", "--loglevel", "INFO"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "loadtest" / "locustfile.py"),
+        "--headless",
+        "--host",
+        host,
+        "--api",
+        api,
+        "--vllm-model",
+        model,
+        *forward(args),
+        "--run-time",
+        f"{int(total_s + 30)}s",
+        "--stop-timeout",
+        "10",
+        "--csv",
+        str(out / target),
+        "--csv-full-history",
+        "--html",
+        str(out / f"{target}.html"),
+        "--only-summary",
+        "--loglevel",
+        "INFO",
+    ]
     return _run(cmd, env, check=False)
 
 

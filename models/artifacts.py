@@ -63,10 +63,21 @@ class ModelMetadata:
         Path(model_dir, METADATA_FILE).write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False))
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> "ModelMetadata":
+    def load(cls, model_dir: str | Path) -> ModelMetadata:
         path = Path(model_dir, METADATA_FILE)
         if not path.exists():
-            raise FileNotFoundError(
-                f"{path} not found: build a model with `python -m models.build --out {model_dir}`"
-            )
+            raise FileNotFoundError(f"{path} not found: build a model with `python -m models.build --out {model_dir}`")
         return cls(**json.loads(path.read_text()))
+
+    @classmethod
+    def load_locked(cls, model_dir: str | Path) -> ModelMetadata:
+        """The metadata, once the tokenizer files beside the weights are the ones the model
+        was built with (an engine fed other token ids would answer nonsense, silently)."""
+        meta = cls.load(model_dir)
+        actual = tokenizer_hash(model_dir)
+        if actual != meta.tokenizer_hash:
+            raise RuntimeError(
+                f"{model_dir}: tokenizer files hash to {actual}, but the model was built with "
+                f"{meta.tokenizer_hash}; rebuild the model"
+            )
+        return meta

@@ -95,9 +95,7 @@ def read_rows_with_lang(path: Path, text_col: str, label_col: str) -> list[tuple
         reader = csv.DictReader(f)
         missing = {text_col, label_col} - set(reader.fieldnames or [])
         if missing:
-            raise SystemExit(
-                f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames}"
-            )
+            raise SystemExit(f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames}")
         rows = [(r[text_col].strip(), r[label_col].strip(), (r.get("lang") or "").strip()) for r in reader]
     rows = [row for row in rows if row[0] and row[1]]
     if len({lab for _, lab, _ in rows}) < 2:
@@ -122,18 +120,21 @@ def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
     h = hashlib.sha256()
     h.update(data.read_bytes())
     h.update(json.dumps({**asdict(settings), "recipe": RECIPE_VERSION}, sort_keys=True).encode())
-    h.update((base / "model.safetensors").read_bytes()[:1 << 20])
+    h.update((base / "model.safetensors").read_bytes()[: 1 << 20])
     return h.hexdigest()[:12]
 
 
 def _batches(tokenizer, texts: list[str], settings: TrainSettings):
     for start in range(0, len(texts), settings.batch_size):
-        yield start, tokenizer(
-            texts[start : start + settings.batch_size],
-            padding=True,
-            truncation=True,
-            max_length=settings.max_length_tokens,
-            return_tensors="pt",
+        yield (
+            start,
+            tokenizer(
+                texts[start : start + settings.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=settings.max_length_tokens,
+                return_tensors="pt",
+            ),
         )
 
 
@@ -158,10 +159,14 @@ def write_pooling_files(out: Path, pooling: str) -> None:
     (out / "1_Pooling").mkdir(exist_ok=True)
     (out / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
     # Without a Normalize module vLLM turns the classify softmax off (use_activation).
-    (out / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 1, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]))  # fmt: skip
+    (out / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 1, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+            ]
+        )
+    )
 
 
 def predict_logits(model, tokenizer, texts: list[str], settings: TrainSettings) -> np.ndarray:
@@ -202,9 +207,7 @@ def train(
     # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
     # unknown character of the training data its own token lets the model learn them.
     # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
-    unknown = sorted(
-        {ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]}
-    )
+    unknown = sorted({ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]})
     if unknown:
         tokenizer.add_tokens(unknown)
         model.resize_token_embeddings(len(tokenizer))
@@ -227,8 +230,10 @@ def train(
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.01)
     total = steps_per_epoch * settings.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, total // 10, total)
-    lengths = [len(ids) for ids in tokenizer([t for t, _ in rows], truncation=True,
-                                              max_length=settings.max_length_tokens)["input_ids"]]  # fmt: skip
+    lengths = [
+        len(ids)
+        for ids in tokenizer([t for t, _ in rows], truncation=True, max_length=settings.max_length_tokens)["input_ids"]
+    ]
     accuracy = 0.0
     with tqdm(total=total, desc="fine-tuning", unit="step", file=sys.stderr) as bar:
         for epoch in range(settings.epochs):
@@ -273,7 +278,9 @@ def length_batches(lengths: list[int], batch_size: int, pool: int = 8) -> list[l
     return batches
 
 
-def probe_head(model, tokenizer, rows: list[tuple[str, str]], label2id: dict[str, int], settings: TrainSettings) -> None:
+def probe_head(
+    model, tokenizer, rows: list[tuple[str, str]], label2id: dict[str, int], settings: TrainSettings
+) -> None:
     """Linear probe, then fine-tune (LP-FT, Kumar et al. 2022): the classifier starts as a
     logistic regression on the frozen encoder's pooled features instead of at random, so
     the first steps do not push random-head gradients through the pretrained encoder."""
@@ -317,8 +324,13 @@ def draw_reliability(before: list, after: list, eces: tuple[float, float], path:
     total = sum(b[2] for b in before)
     for bins, name, ece in ((before, "raw softmax", eces[0]), (after, "temperature-scaled", eces[1])):
         line = ax.plot([b[0] for b in bins], [b[1] for b in bins], label=f"{name}, ECE {ece:.3f}")[0]
-        ax.scatter([b[0] for b in bins], [b[1] for b in bins], s=[8 + 400 * b[2] / total for b in bins],
-                   color=line.get_color(), alpha=0.7)  # fmt: skip
+        ax.scatter(
+            [b[0] for b in bins],
+            [b[1] for b in bins],
+            s=[8 + 400 * b[2] / total for b in bins],
+            color=line.get_color(),
+            alpha=0.7,
+        )
     ax.set_xlabel("confidence (mean per bin)")
     ax.set_ylabel("accuracy")
     ax.set_title(title, fontsize=9)
@@ -367,9 +379,7 @@ def validate(
         "ece_after": round(eces[1], 4),
         "review_threshold": round(threshold, 4),
         "accuracy": round(float(right.mean()), 4),
-        "accuracy_by_lang": {
-            lang: round(float(right[[r[2] == lang for r in val_rows]].mean()), 4) for lang in langs
-        },
+        "accuracy_by_lang": {lang: round(float(right[[r[2] == lang for r in val_rows]].mean()), 4) for lang in langs},
         "in_scope_accuracy": round(float(right[in_scope].mean()), 4),
     }
     if oos is not None:
@@ -379,9 +389,10 @@ def validate(
         guesses = [edge.predict(t) for t, _, _ in val_rows]
         for lang in langs + ["*"]:
             pick = [
-                i for i, (g, r) in enumerate(zip(guesses, val_rows))
+                i
+                for i, (g, r) in enumerate(zip(guesses, val_rows))
                 if g.label in edge_intents and (lang == "*" or r[2] == lang)
-            ]  # fmt: skip
+            ]
             gates[lang] = calibration.edge_gate(
                 np.array([guesses[i].confidence for i in pick]),
                 np.array([guesses[i].label == val_rows[i][1] for i in pick]),
@@ -426,9 +437,17 @@ def build(
     edge, edge_accuracy = train_edge_classifier([(t, lab) for t, lab, _ in train_rows], labels, version)
     edge.save(tmp)
     report = validate(
-        model, tokenizer, labels, train_rows, val_rows, edge,
-        {label for label, tier in tiers.items() if tier == "simple"}, settings, tmp, version,
-    )  # fmt: skip
+        model,
+        tokenizer,
+        labels,
+        train_rows,
+        val_rows,
+        edge,
+        {label for label, tier in tiers.items() if tier == "simple"},
+        settings,
+        tmp,
+        version,
+    )
     fold_temperature(model, report["temperature"])
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
@@ -468,8 +487,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--text-col", default="text")
     p.add_argument("--label-col", default="label")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output model directory")
-    p.add_argument("--tiers", type=Path, default=None,
-                   help="YAML list of {name, tier}; default: the bundled intents.yaml for bundled data")
+    p.add_argument(
+        "--tiers",
+        type=Path,
+        default=None,
+        help="YAML list of {name, tier}; default: the bundled intents.yaml for bundled data",
+    )
     p.add_argument("--base", choices=BASES, default=TrainSettings.base, help="pretrained encoder")
     p.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     p.add_argument("--lr", type=float, default=TrainSettings.lr)

@@ -81,9 +81,7 @@ class Flagging:
     in_scope_flagged: float
 
 
-def compare_oos_methods(
-    probs: np.ndarray, y: np.ndarray, oos_index: int, threshold: float
-) -> list[Flagging]:
+def compare_oos_methods(probs: np.ndarray, y: np.ndarray, oos_index: int, threshold: float) -> list[Flagging]:
     """Three ways to flag a ticket as fitting no label, on calibrated validation answers:
     the explicit class wins the argmax; the best in-scope probability is below the
     threshold; either."""

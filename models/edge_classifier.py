@@ -83,10 +83,12 @@ class EdgeClassifier:
         )
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> "EdgeClassifier":
+    def load(cls, model_dir: str | Path) -> EdgeClassifier:
         path = Path(model_dir, EDGE_FILE)
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: rebuild the model with `python -m models.build --out {model_dir}`")
+            raise FileNotFoundError(
+                f"{path} not found: rebuild the model with `python -m models.build --out {model_dir}`"
+            )
         with np.load(path) as f:
             return cls([str(x) for x in f["labels"]], f["coef"], f["intercept"], str(f["model_version"]))
 

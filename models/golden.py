@@ -45,15 +45,20 @@ def load(path: Path = GOLDEN) -> list[GoldenItem]:
         items = [GoldenItem(**row) for row in csv.DictReader(f)]
     for i, item in enumerate(items, start=2):
         if item.route not in ROUTES or item.case not in CASES:
-            raise ValueError(f"{path}:{i}: route {item.route!r} (allowed {ROUTES}), case {item.case!r} (allowed {CASES})")
+            raise ValueError(
+                f"{path}:{i}: route {item.route!r} (allowed {ROUTES}), case {item.case!r} (allowed {CASES})"
+            )
     return items
 
 
 def score(items: list[GoldenItem], answers: list[dict | None]) -> dict:
     """`answers[i]` is the JSON answer to `items[i]` (None or an error body: no answer).
     Accuracy by intent, language and case; route agreement; tickets without an answer."""
-    groups: dict[str, dict[str, list[bool]]] = {"intent": defaultdict(list), "lang": defaultdict(list),
-                                                "case": defaultdict(list)}  # fmt: skip
+    groups: dict[str, dict[str, list[bool]]] = {
+        "intent": defaultdict(list),
+        "lang": defaultdict(list),
+        "case": defaultdict(list),
+    }
     routes: dict[str, dict[str, int]] = {r: defaultdict(int) for r in ROUTES}
     unanswered = []
     for item, answer in zip(items, answers, strict=True):
@@ -69,7 +74,10 @@ def score(items: list[GoldenItem], answers: list[dict | None]) -> dict:
         "tickets": len(items),
         "answered": len(answered),
         "accuracy": _share(answered),
-        **{f"by_{key}": {k: {"n": len(v), "accuracy": _share(v)} for k, v in sorted(g.items())} for key, g in groups.items()},
+        **{
+            f"by_{key}": {k: {"n": len(v), "accuracy": _share(v)} for k, v in sorted(g.items())}
+            for key, g in groups.items()
+        },
         "routes": {expected: dict(got) for expected, got in routes.items()},
         "route_agreement": round(sum(routes[r][r] for r in ROUTES) / len(answered), 4) if answered else float("nan"),
         "unanswered": unanswered,
@@ -106,8 +114,10 @@ def evaluate(url: str, path: Path = GOLDEN, concurrency: int = 8, tenant: str | 
 
 
 def report(result: dict) -> str:
-    lines = [f"golden set: {result['answered']}/{result['tickets']} answered, accuracy {result['accuracy']:.3f}, "
-             f"route as expected {result['route_agreement']:.3f}"]  # fmt: skip
+    lines = [
+        f"golden set: {result['answered']}/{result['tickets']} answered, accuracy {result['accuracy']:.3f}, "
+        f"route as expected {result['route_agreement']:.3f}"
+    ]
     for key in ("lang", "case", "intent"):
         lines += ["", f"| {key} | tickets | accuracy |", "|---|---|---|"]
         lines += [f"| {k} | {v['n']} | {v['accuracy']:.3f} |" for k, v in result[f"by_{key}"].items()]

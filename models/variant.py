@@ -33,10 +33,9 @@ def derive(source: Path, out: Path, shuffle_seed: int | None = None) -> ModelMet
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(source, tmp, ignore=lambda _, names: [n for n in names if n in SKIPPED])
     kind = "copy"
+    order = list(range(len(meta.labels)))
     if shuffle_seed is not None:
         weights = load_file(tmp / "model.safetensors")
-        rows = weights[HEAD[0]].shape[0]
-        order = list(range(rows))
         rng = random.Random(shuffle_seed)
         while any(i == j for i, j in enumerate(order)):  # no intent keeps its own row
             rng.shuffle(order)
@@ -45,7 +44,9 @@ def derive(source: Path, out: Path, shuffle_seed: int | None = None) -> ModelMet
         save_file(weights, tmp / "model.safetensors", metadata={"format": "pt"})
         kind = f"shuffled{shuffle_seed}"
     meta.version = f"{out.name}-{kind}-of-{meta.version}"
-    meta.extra = {**meta.extra, "derived_from": str(source), "derivation": kind}
+    # head_order: row i of the new head is row head_order[i] of the source's (the fake
+    # engine answers a derived model through it).
+    meta.extra = {**meta.extra, "derived_from": str(source), "derivation": kind, "head_order": order}
     meta.save(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

@@ -14,16 +14,14 @@ class AdaptiveThresholdConfig(BaseModel):
     initial: float = Field(description="threshold until enough samples were seen")
     lower_bound: float = Field(description="the threshold never goes below this")
     upper_bound: float = Field(description="the threshold never goes above this")
-    quantile: float = Field(
-        0.001, gt=0, lt=1, description="tail share of legitimate values the threshold sits beyond"
-    )
+    quantile: float = Field(0.001, gt=0, lt=1, description="tail share of legitimate values the threshold sits beyond")
     margin: float = Field(0.1, ge=0, description="extra distance from that quantile, in the value's unit")
     window_samples: int = Field(5000, gt=0, description="recent legitimate values remembered")
     min_samples: int = Field(1000, gt=0, description="values needed before the threshold moves")
     recompute_every_samples: int = Field(200, gt=0, description="how often the quantile is recomputed")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "AdaptiveThresholdConfig":
+    def _ordered(self) -> AdaptiveThresholdConfig:
         if not self.lower_bound <= self.initial <= self.upper_bound:
             raise ValueError(
                 f"need lower_bound <= initial <= upper_bound, got {self.lower_bound}, {self.initial}, {self.upper_bound}"
@@ -49,7 +47,10 @@ class AdaptiveThreshold:
     def observe(self, value: float) -> None:
         self._values.append(value)
         self._since_recompute += 1
-        if len(self._values) >= self._config.min_samples and self._since_recompute >= self._config.recompute_every_samples:
+        if (
+            len(self._values) >= self._config.min_samples
+            and self._since_recompute >= self._config.recompute_every_samples
+        ):
             self._recompute()
 
     def _recompute(self) -> None:

@@ -30,7 +30,7 @@ class AdmissionConfig(BaseModel):
     interval_s: float = Field(1.0, gt=0, description="how often the limit is reconsidered")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "AdmissionConfig":
+    def _ordered(self) -> AdmissionConfig:
         if not self.min_limit <= self.initial_limit <= self.max_limit:
             raise ValueError(
                 f"need min_limit <= initial_limit <= max_limit, got {self.min_limit}, {self.initial_limit}, {self.max_limit}"

@@ -25,7 +25,9 @@ class BatchSizeConfig(BaseModel):
     large_device_gib: float = Field(80.0, gt=0, description="accelerators with this much memory get large_device_cap")
     large_device_cap: int = Field(32, ge=1, description="cap on accelerators of large_device_gib or more")
     small_device_cap: int = Field(16, ge=1, description="cap on smaller accelerators")
-    halve_above_pressure: float = Field(0.9, gt=0, le=1, description="memory pressure (0..1) above which the knob halves")
+    halve_above_pressure: float = Field(
+        0.9, gt=0, le=1, description="memory pressure (0..1) above which the knob halves"
+    )
     shrink_above_p95_ms: float = Field(1000.0, gt=0, description="replica p95 latency above which the knob shrinks")
     shrink_step: int = Field(2, ge=1, description="how much the knob shrinks on high latency")
     grow_above_qps: float = Field(1000.0, ge=0, description="completions per second above which the knob may grow")
@@ -37,7 +39,7 @@ class BatchSizeConfig(BaseModel):
     window_s: float = Field(10.0, gt=0, description="p95 latency and QPS are measured over this recent span")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "BatchSizeConfig":
+    def _ordered(self) -> BatchSizeConfig:
         if self.cap_size is not None and not self.min_size <= self.start_size <= self.cap_size:
             raise ValueError(
                 f"need min_size <= start_size <= cap_size, got {self.min_size}, {self.start_size}, {self.cap_size}"

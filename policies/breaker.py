@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Action = Literal["pass", "probe", "fallback", "reject_new"]
 
 
-class BreakerState(str, Enum):
+class BreakerState(str, Enum):  # noqa: UP042 (str() of a member stays "BreakerState.OPEN" as logged so far)
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"

@@ -7,7 +7,8 @@ fresh source failed can still fall back on them (`get_stale`, HTTP's stale-if-er
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Generic, Hashable, TypeVar
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -86,7 +86,9 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
         if error_rate > c.max_error_rate_percent:
             broken.append(f"error rate {error_rate:.2f} % > {c.max_error_rate_percent} %")
         if s.canary_p99_ms is not None and s.stable_p99_ms and s.canary_p99_ms / s.stable_p99_ms > c.max_p99_ratio:
-            broken.append(f"P99 {s.canary_p99_ms:.0f} ms vs stable {s.stable_p99_ms:.0f} ms (allowed x{c.max_p99_ratio})")
+            broken.append(
+                f"P99 {s.canary_p99_ms:.0f} ms vs stable {s.stable_p99_ms:.0f} ms (allowed x{c.max_p99_ratio})"
+            )
     if broken:
         return Decision("rollback", 0.0, "; ".join(broken))
     if canary_percent <= 0:

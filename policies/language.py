@@ -8,17 +8,27 @@ clearly is not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Scripts each language is written in; a configured language missing here may be in any script.
 LANGUAGE_SCRIPTS = {
-    "en": {"latin"}, "fr": {"latin"}, "de": {"latin"}, "es": {"latin"}, "it": {"latin"},
-    "pt": {"latin"}, "nl": {"latin"}, "zh": {"han"}, "ja": {"han", "kana"}, "ko": {"hangul"},
-    "ru": {"cyrillic"}, "uk": {"cyrillic"}, "ar": {"arabic"},
-}  # fmt: skip
+    "en": {"latin"},
+    "fr": {"latin"},
+    "de": {"latin"},
+    "es": {"latin"},
+    "it": {"latin"},
+    "pt": {"latin"},
+    "nl": {"latin"},
+    "zh": {"han"},
+    "ja": {"han", "kana"},
+    "ko": {"hangul"},
+    "ru": {"cyrillic"},
+    "uk": {"cyrillic"},
+    "ar": {"arabic"},
+}
 _SCRIPT_RANGES = (
     ("kana", 0x3040, 0x30FF),
     ("han", 0x3400, 0x4DBF),

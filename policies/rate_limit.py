@@ -60,7 +60,7 @@ class RateLimitConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _known_tiers(self) -> "RateLimitConfig":
+    def _known_tiers(self) -> RateLimitConfig:
         used = {"default_tier": self.default_tier, **{f"user_tiers.{u}": t for u, t in self.user_tiers.items()}}
         if ANONYMOUS not in self.tiers:
             raise ValueError(f"tiers must define {ANONYMOUS!r}; got {sorted(self.tiers)}")

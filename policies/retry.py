@@ -32,7 +32,8 @@ class RetryConfig(BaseModel):
     enabled: bool = Field(True, description="off: one try per ticket, then the row's fallback")
     # 429-like: the replica's queue is full; it will take work again soon.
     throttled: RetryRule = Field(
-        default_factory=lambda: RetryRule(max_tries=3, wait_ms=200, then="cache"), description="replica queue full (429)"
+        default_factory=lambda: RetryRule(max_tries=3, wait_ms=200, then="cache"),
+        description="replica queue full (429)",
     )
     # 503-like: the replica is gone, restarting or its engine is dead.
     unavailable: RetryRule = Field(
@@ -53,7 +54,9 @@ class RetryConfig(BaseModel):
     per_try_timeout_ms: float = Field(
         20000.0, gt=0, description="a model call unanswered this long is cancelled (cause timeout); < request_timeout_s"
     )
-    budget_percent: float = Field(10.0, ge=0, le=100, description="retries allowed, as a share of requests in the window")
+    budget_percent: float = Field(
+        10.0, ge=0, le=100, description="retries allowed, as a share of requests in the window"
+    )
     budget_window_s: float = Field(10.0, gt=0, description="window the budget counts requests and retries over")
     budget_min_retries: int = Field(
         3, ge=0, description="retries always allowed per window, so a quiet service can still retry"
@@ -70,7 +73,7 @@ class RetryStep:
     then: Then | None  # set when retry is False
 
 
-def next_step(config: RetryConfig, cause: Cause, tries_done: int, budget: "RetryBudget", now: float) -> RetryStep:
+def next_step(config: RetryConfig, cause: Cause, tries_done: int, budget: RetryBudget, now: float) -> RetryStep:
     """After `tries_done` failed tries with `cause`: retry (after wait_s) or give up to `then`.
     A retry the matrix allows still needs the budget's permit."""
     rule = config.rule(cause)

@@ -90,9 +90,7 @@ class LetterPairs:
         for text in texts:
             for a, b in self._pairs(text):
                 counts[a][b] += 1
-        self._log_prob = {
-            a + b: math.log(n / sum(row.values())) for a, row in counts.items() for b, n in row.items()
-        }
+        self._log_prob = {a + b: math.log(n / sum(row.values())) for a, row in counts.items() for b, n in row.items()}
 
     @staticmethod
     def _pairs(text: str):

@@ -46,7 +46,7 @@ class TemplateSet:
         self.intents = {t.intent for t in spec.templates}
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "TemplateSet":
+    def from_yaml(cls, path: str | Path) -> TemplateSet:
         try:
             return cls(_TemplateFile.model_validate(yaml.safe_load(Path(path).read_text())), str(path))
         except ValidationError as e:

@@ -10,4 +10,4 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec .venv/bin/python -m pytest -v -rs -s tests/integration/reliability tests/integration/test_kv_cache.py "$@"
+exec .venv/bin/python -m pytest -v -rs -s tests/integration/reliability tests/graph/test_hostile_input.py tests/integration/test_kv_cache.py "$@"

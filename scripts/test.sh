@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite (unit, then integration with real Ray + vLLM).
+# Set up, then run the tests. No option: the whole suite (unit, the graph on the fake
+# engine, then the real-vLLM tier); the README's command and CI's.
+#   --fast   unit + fake-engine graph tier only (no vLLM engine starts; for working)
+# Other arguments go to pytest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -9,4 +12,11 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export TICKETSERVE_FUZZ_INPUTS=${TICKETSERVE_FUZZ_INPUTS:-2000}
 export TICKETSERVE_OVERLOAD_STEP_S=${TICKETSERVE_OVERLOAD_STEP_S:-6}
 export TICKETSERVE_ISOLATION_PHASE_S=${TICKETSERVE_ISOLATION_PHASE_S:-8}
+# Lint first: seconds, and a formatting slip should not wait for the slow tiers.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  exec .venv/bin/python -m pytest -v -rs tests/unit tests/graph "$@"
+fi
 exec .venv/bin/python -m pytest -v -rs "$@"

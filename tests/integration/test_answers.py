@@ -6,8 +6,6 @@ import pytest
 from models.artifacts import OUT_OF_SCOPE
 from models.golden import evaluate
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.parametrize(
     "text, lang",
@@ -79,12 +77,14 @@ def test_served_probabilities_are_the_builds_own_calibrated_forward(app, default
     model = BertForSequenceClassification.from_pretrained(default_model_dir).eval()
     texts = ["the zipper of my new jacket broke after one day", "我的退款什么时候到账", "注文をキャンセルしたい"]
     with torch.no_grad():
-        probs = torch.softmax(forward(model, tokenizer(texts, padding=True, return_tensors="pt"),
-                                      TrainSettings().pooling), dim=-1)  # fmt: skip
+        probs = torch.softmax(
+            forward(model, tokenizer(texts, padding=True, return_tensors="pt"), TrainSettings().pooling), dim=-1
+        )
     checked = 0
     for text, p in zip(texts, probs):
-        body = app.post("/v1/classify", json={"text": text, "user_id": "forward-test"},
-                        headers={"X-Traffic-Color": "stable"}).json()  # fmt: skip
+        body = app.post(
+            "/v1/classify", json={"text": text, "user_id": "forward-test"}, headers={"X-Traffic-Color": "stable"}
+        ).json()
         if body["route"] != "model":
             continue
         assert body["label"] == model.config.id2label[int(p.argmax())]

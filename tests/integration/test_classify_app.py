@@ -5,10 +5,9 @@ import uuid
 
 import psutil
 import pytest
+from ray import serve
 
 from models.golden import evaluate, load
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize(
@@ -71,7 +70,16 @@ def test_malformed_json_is_400_invalid_json(app, content):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"text": ""}, {"text": "   \u200b\x00 "}, {"text": 42}, {"text": None}, [1, 2], "text", {"text": "ok", "x": 1}],
+    [
+        {},
+        {"text": ""},
+        {"text": "   \u200b\x00 "},
+        {"text": 42},
+        {"text": None},
+        [1, 2],
+        "text",
+        {"text": "ok", "x": 1},
+    ],
 )
 def test_invalid_bodies_are_422_invalid_request(app, body):
     _error(app.post("/v1/classify", json=body), 422, "invalid_request")
@@ -79,7 +87,7 @@ def test_invalid_bodies_are_422_invalid_request(app, body):
 
 def test_text_over_the_limit_is_413_and_at_the_limit_is_answered(app):
     _error(app.post("/v1/classify", json={"text": "a" * 10_001}), 413, "input_too_long")
-    from tests.integration.conftest import long_ticket
+    from tests.harness import long_ticket
 
     r = app.post("/v1/classify", json={"text": long_ticket(10_000)})
     assert r.status_code == 200, r.text
@@ -130,15 +138,30 @@ def test_concurrent_requests_all_answer(app):
         # The model's queue full, no fallback (edge off): our JSON 503 with Retry-After.
         ("model_503", {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}}, {"edge": "off"}, 503),
         # Same with the pre-classifier on: the overflow is answered degraded instead.
-        ("model_degraded", {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
-         {"edge": {"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []}}, "degraded"),
+        (
+            "model_degraded",
+            {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
+            {"edge": {"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []}},
+            "degraded",
+        ),
         # A full queue mid-chain: the tokenizer is skipped, the replica tokenizes itself
         # (its own wait bound off, so every ticket it gets is answered).
-        ("tokenizer", {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
-         {"edge": "off", "model": {"queue_per_slot": None}}, 200),
+        (
+            "tokenizer",
+            {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
+            {"edge": "off", "model": {"queue_per_slot": None}},
+            200,
+        ),
         # The ingress sheds what it cannot hold before doing any work.
-        ("ingress", {}, {"edge": "off", "ingress": {"admission": {"enabled": False, "min_limit": 1, "initial_limit": 4, "max_limit": 4}}},
-         503),
+        (
+            "ingress",
+            {},
+            {
+                "edge": "off",
+                "ingress": {"admission": {"enabled": False, "min_limit": 1, "initial_limit": 4, "max_limit": 4}},
+            },
+            503,
+        ),
     ],
 )
 def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_dir, case, options, sections, expect):
@@ -148,21 +171,26 @@ def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_di
 
     from deployments.config import EDGE_OFF, AppConfig
     from serve_app import bind_graph
-    from tests.integration.conftest import HTTP_PORT, classify_args
+    from tests.harness import HTTP_PORT, classify_args
 
     sections = {k: EDGE_OFF if v == "off" else v for k, v in sections.items()}
     if "model" in sections:
         sections["model"] = {**classify_args(default_model_dir)["model"], **sections["model"]}
     name = f"tight-{case.replace('_', '-')}"
-    ray_serve.run(bind_graph(AppConfig.from_args(classify_args(default_model_dir, **sections)), options),
-                  name=name, route_prefix=f"/{name}")
+    ray_serve.run(
+        bind_graph(AppConfig.from_args(classify_args(default_model_dir, **sections)), options),
+        name=name,
+        route_prefix=f"/{name}",
+    )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60) as client:
             with cf.ThreadPoolExecutor(32) as pool:
-                answers = list(pool.map(
-                    lambda i: client.post("/v1/classify", json={"text": f"I was charged twice for order {i}"}),
-                    range(96),
-                ))
+                answers = list(
+                    pool.map(
+                        lambda i: client.post("/v1/classify", json={"text": f"I was charged twice for order {i}"}),
+                        range(96),
+                    )
+                )
         statuses = [r.status_code for r in answers]
         assert set(statuses) <= {200, 503}, statuses  # nothing lost, nothing else
         assert statuses.count(200) > 0
@@ -213,3 +241,10 @@ def test_the_engine_worker_sleeps_between_tickets(app):
     share = (busy_s() - before) / (time.monotonic() - start)
     assert routes.count("model") >= 5, routes
     assert share < 0.3, f"vLLM workers busy {share:.0%} of a core at 2 tickets/s"
+
+
+def test_default_replica_starts_at_8_with_the_engines_sequence_cap(app):
+    """The seeds' start; on CPU the cap is what the engine holds (an encoder-only model
+    keeps no KV, so the scheduler's max_num_seqs), not a KV-block count."""
+    stats = serve.get_deployment_handle("ModelReplica", "main").stats.remote().result()
+    assert stats["limit"] == 8 and stats["batch_cap"] == 256, stats

@@ -11,7 +11,7 @@ import ray
 import yaml
 
 from deployments.config import EDGE_OFF
-from tests.integration.conftest import generate_args, long_ticket, running, wait_healthy
+from tests.harness import generate_args, long_ticket, running, wait_healthy
 
 APP = "kvcache"
 TENANTS = [f"tenant-{t}" for t in range(4)]
@@ -28,7 +28,9 @@ def kv_graph(ray_serve, tiny_decoder_dir, tmp_path_factory):
     text = long_ticket(4000)
     tenants = tmp_path_factory.mktemp("kv") / "tenants.yaml"
     # ~150-300 tokens each: at least one full KV block (128 tokens on CPU) per tenant.
-    tenants.write_text(yaml.safe_dump({t: f"{t} rules. {text[i * 900:(i + 1) * 900]}" for i, t in enumerate(TENANTS)}))
+    tenants.write_text(
+        yaml.safe_dump({t: f"{t} rules. {text[i * 900 : (i + 1) * 900]}" for i, t in enumerate(TENANTS)})
+    )
     args = generate_args(
         tiny_decoder_dir,
         topology="fused",
@@ -59,7 +61,9 @@ def send_round(client, rounds: int) -> None:
     """Every tenant's tickets at once, from 8 threads, so routing (not order) decides."""
     jobs = [(t, TICKETS[i % len(TICKETS)] + f" (case {i})") for i in range(rounds) for t in TENANTS]
     with ThreadPoolExecutor(8) as pool:
-        codes = list(pool.map(lambda j: client.post("/v1/classify", json={"text": j[1], "tenant": j[0]}).status_code, jobs))
+        codes = list(
+            pool.map(lambda j: client.post("/v1/classify", json={"text": j[1], "tenant": j[0]}).status_code, jobs)
+        )
     assert codes == [200] * len(jobs)
 
 
@@ -94,7 +98,7 @@ def test_same_prefix_requests_go_to_the_same_replica(ray_serve, kv_graph):
 
 def test_routing_survives_a_manager_restart(ray_serve, kv_graph):
     send_round(kv_graph, rounds=2)
-    before = served_by(ray_serve, uses=8)
+    served_by(ray_serve, uses=8)  # waits for the registry to have seen the rounds
     kill("KVCacheManager")
     send_round(kv_graph, rounds=2)  # answered meanwhile, by Serve's default router
     assert kv_graph.get("/healthz").status_code == 200
@@ -129,7 +133,9 @@ def test_routing_survives_a_manager_restart(ray_serve, kv_graph):
 
 def kill(deployment: str) -> None:
     """Kills one replica actor of `deployment`; Serve starts a replacement."""
-    name = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"])[0]
+    name = sorted(
+        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"]
+    )[0]
     ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
 
 
@@ -139,7 +145,9 @@ def test_a_replacement_replica_warms_the_hot_prefix_before_serving(ray_serve, kv
         (t, f"where is my parcel, case {t}") for t in TENANTS[1:]
     ]
     with ThreadPoolExecutor(4) as pool:
-        codes = set(pool.map(lambda j: kv_graph.post("/v1/classify", json={"text": j[1], "tenant": j[0]}).status_code, jobs))
+        codes = set(
+            pool.map(lambda j: kv_graph.post("/v1/classify", json={"text": j[1], "tenant": j[0]}).status_code, jobs)
+        )
     assert codes == {200}
     time.sleep(1)
     known = manager_snapshot(ray_serve)

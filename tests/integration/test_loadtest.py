@@ -7,15 +7,40 @@ import sys
 
 from loadtest.report import read_records
 from models.build import ROOT
-from tests.integration.conftest import HTTP_PORT
+from tests.harness import HTTP_PORT
 
 
 def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path):
     prefix = tmp_path / "run"
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
-           "--host", f"http://127.0.0.1:{HTTP_PORT}/main", "--stage-users", "100,300", "--user-scale", "0.02",
-           "--stage-seconds", "6", "--max-requests", "2000", "--max-p99-ms", "30000", "--max-error-rate", "0.05",
-           "--run-time", "30s", "--csv", str(prefix), "--html", f"{prefix}.html", "--only-summary"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "loadtest" / "locustfile.py"),
+        "--headless",
+        "--host",
+        f"http://127.0.0.1:{HTTP_PORT}/main",
+        "--stage-users",
+        "100,300",
+        "--user-scale",
+        "0.02",
+        "--stage-seconds",
+        "6",
+        "--max-requests",
+        "2000",
+        "--max-p99-ms",
+        "30000",
+        "--max-error-rate",
+        "0.05",
+        "--run-time",
+        "30s",
+        "--csv",
+        str(prefix),
+        "--html",
+        f"{prefix}.html",
+        "--only-summary",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]

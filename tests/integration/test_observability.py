@@ -13,7 +13,7 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.integration.conftest import METRICS_PORT, generate_args, running
+from tests.harness import METRICS_PORT, generate_args, running
 
 APP = "observed"
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "ticketserve.json"
@@ -38,19 +38,33 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory):
     args = generate_args(
         tiny_decoder_dir,
         antispam={
-            "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 1, "burst_window_s": 1},
-                                     "standard": {"requests_per_s": 10_000}}},
+            "rate_limit": {
+                "tiers": {
+                    "anonymous": {"requests_per_s": 1, "burst_window_s": 1},
+                    "standard": {"requests_per_s": 10_000},
+                }
+            },
             "duplicates": {"max_repeats": 10_000},
         },
         tokenizer={"timeout_ms": 0.001},
         model={
-            "engine": {"mode": "generate", "model_dir": tiny_decoder_dir, "gpu_memory_utilization": 0.15,
-                       "tenant_instructions_file": str(tenants)},
+            "engine": {
+                "mode": "generate",
+                "model_dir": tiny_decoder_dir,
+                "gpu_memory_utilization": 0.15,
+                "tenant_instructions_file": str(tenants),
+            },
             "reclaim": {"failed_in_row": 1000, "min_interval_s": 0},
         },
         kv_cache={"enabled": True, "report_interval_ms": 200},
-        breaker={"window_calls": 10, "min_calls": 5, "open_wait_s": 3, "half_open_probes": 1,
-                 "cpu_reject_percent": None, "memory_fallback_percent": 99},
+        breaker={
+            "window_calls": 10,
+            "min_calls": 5,
+            "open_wait_s": 3,
+            "half_open_probes": 1,
+            "cpu_reject_percent": None,
+            "memory_fallback_percent": 99,
+        },
         retry={"budget_min_retries": 1000},
     )
     # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
@@ -104,7 +118,10 @@ def test_every_dashboard_metric_is_exported(observed):
     def out_of_memory() -> None:  # retried after a reclaim: the retry and reclaim counters
         try:
             model.set_faults.remote({"failure": "out_of_memory"}).result()
-            assert send(f"the parcel came open and a shoe is missing, case {time.monotonic()}").status_code in (200, 503)
+            assert send(f"the parcel came open and a shoe is missing, case {time.monotonic()}").status_code in (
+                200,
+                503,
+            )
         finally:
             model.set_faults.remote({}).result()
 
@@ -123,8 +140,12 @@ def test_every_dashboard_metric_is_exported(observed):
     # (a full tokenizer queue; a ticket reaching the model while the breaker lets it) are
     # driven again while their metric has not shown up.
     shared_limiter_refusal()
-    again = {"ray_tokenizer_unreachable_total": tokenizer_burst, "ray_rate_limiter_refusals_total": shared_limiter_refusal,
-             "ray_model_retries_total": out_of_memory, "ray_model_reclaim_actions_total": out_of_memory}
+    again = {
+        "ray_tokenizer_unreachable_total": tokenizer_burst,
+        "ray_rate_limiter_refusals_total": shared_limiter_refusal,
+        "ray_model_retries_total": out_of_memory,
+        "ray_model_reclaim_actions_total": out_of_memory,
+    }
     # A gauge is held by Ray's agent for two export intervals after each report, so on a
     # busy machine one scrape can miss a series that the next one has: a name counts as
     # exported once any scrape showed it, as it would in Prometheus.

@@ -4,9 +4,7 @@ import pytest
 from ray import serve
 
 from deployments.config import EDGE_OFF
-from tests.integration.conftest import classify_args, deploy, generate_args, long_ticket, wait_healthy
-
-pytestmark = pytest.mark.integration
+from tests.harness import classify_args, deploy, generate_args, long_ticket, wait_healthy
 
 
 def test_tokenizer_counts_tokenized_requests(app):
@@ -19,7 +17,9 @@ def test_tokenizer_counts_tokenized_requests(app):
 
 
 def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
-    client = deploy(ray_serve, "fallback", classify_args(default_model_dir, tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF))
+    client = deploy(
+        ray_serve, "fallback", classify_args(default_model_dir, tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF)
+    )
     try:
         r = client.post("/v1/classify", json={"text": "I forgot my password, how do I reset it?"})
         assert r.status_code == 200 and r.json()["label"] == "password_reset"

@@ -31,8 +31,16 @@ def test_the_colouring_header_overrides_the_split():
 
 
 CONFIG = CanaryConfig(hold_s=300, min_compared=50, min_canary_answers=50)
-GOOD = CanaryStats(compared=200, agreed=196, canary_answers=200, canary_errors=0, canary_p99_ms=110,
-                   stable_p99_ms=100, golden_canary_accuracy=0.85, golden_stable_accuracy=0.84)  # fmt: skip
+GOOD = CanaryStats(
+    compared=200,
+    agreed=196,
+    canary_answers=200,
+    canary_errors=0,
+    canary_p99_ms=110,
+    stable_p99_ms=100,
+    golden_canary_accuracy=0.85,
+    golden_stable_accuracy=0.84,
+)
 
 
 def stats(**kw) -> CanaryStats:

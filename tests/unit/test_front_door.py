@@ -23,14 +23,16 @@ needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary (a
 LIMITS = {
     "antispam": {
         "rate_limit": {
-            "tiers": {"anonymous": {"requests_per_s": 1, "burst_window_s": 2},
-                      "standard": {"requests_per_s": 2, "burst_window_s": 2},
-                      "gold": {"requests_per_s": 20, "burst_window_s": 2}},
+            "tiers": {
+                "anonymous": {"requests_per_s": 1, "burst_window_s": 2},
+                "standard": {"requests_per_s": 2, "burst_window_s": 2},
+                "gold": {"requests_per_s": 20, "burst_window_s": 2},
+            },
             "user_tiers": {"vip": "gold"},
             "tenant_limit": {"requests_per_s": 4, "burst_window_s": 2},
         }
     }
-}  # fmt: skip
+}
 
 
 def free_port() -> int:

@@ -11,17 +11,35 @@ SEQ_TOKENS = 4096
 
 
 def ranges(center_dtype: str = "auto", edge_dtype: str = "auto"):
-    return [LayerRange.parse("edge_layers", "0-12", edge_dtype), LayerRange.parse("center_layers", "13-40", center_dtype)]
+    return [
+        LayerRange.parse("edge_layers", "0-12", edge_dtype),
+        LayerRange.parse("center_layers", "13-40", center_dtype),
+    ]
 
 
 def test_bytes_per_token_match_vllm_specs():
     assert DEEPSEEK_LIKE.bytes_per_token_per_layer() == 2 * 32 * 128 * 2
     assert DEEPSEEK_LIKE.bytes_per_token_per_layer("fp8") == 2 * 32 * 128
-    llama = ModelShape.from_hf_config({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                       "hidden_size": 4096, "torch_dtype": "bfloat16"})  # fmt: skip
+    llama = ModelShape.from_hf_config(
+        {
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+            "torch_dtype": "bfloat16",
+        }
+    )
     assert (llama.kv_heads, llama.head_dim, llama.bytes_per_token_per_layer()) == (8, 128, 4096)
-    mla = ModelShape.from_hf_config({"num_hidden_layers": 27, "num_attention_heads": 16, "hidden_size": 2048,
-                                     "kv_lora_rank": 512, "qk_rope_head_dim": 64, "torch_dtype": "bfloat16"})  # fmt: skip
+    mla = ModelShape.from_hf_config(
+        {
+            "num_hidden_layers": 27,
+            "num_attention_heads": 16,
+            "hidden_size": 2048,
+            "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64,
+            "torch_dtype": "bfloat16",
+        }
+    )
     assert mla.bytes_per_token_per_layer() == (512 + 64) * 2  # one latent, no separate V
 
 

@@ -114,10 +114,12 @@ def test_a_block_larger_than_the_budget_is_refused():
 
 
 def test_ranges_hold_their_own_budgets():
-    s = BlockStore({
-        "edge_layers": RangeStore(budget_bytes=100, block_bytes=10, policy=LruPolicy()),
-        "center_layers": RangeStore(budget_bytes=100, block_bytes=40, policy=LruPolicy()),
-    })  # fmt: skip
+    s = BlockStore(
+        {
+            "edge_layers": RangeStore(budget_bytes=100, block_bytes=10, policy=LruPolicy()),
+            "center_layers": RangeStore(budget_bytes=100, block_bytes=40, policy=LruPolicy()),
+        }
+    )
     s.put(keys(5), now=0)
     snap = s.snapshot()
     assert snap["edge_layers"]["blocks"] == 5 and snap["center_layers"]["blocks"] == 2
@@ -125,16 +127,19 @@ def test_ranges_hold_their_own_budgets():
 
 
 operations = st.lists(
-    st.tuples(st.sampled_from(["put", "lookup"]), st.lists(st.integers(0, 30), min_size=1, max_size=6),
-              st.floats(0, 5)),
+    st.tuples(
+        st.sampled_from(["put", "lookup"]), st.lists(st.integers(0, 30), min_size=1, max_size=6), st.floats(0, 5)
+    ),
     max_size=60,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(operations, st.sampled_from(list(POLICIES)), st.integers(1, 8), st.integers(1, 4))
 def test_budget_is_never_exceeded(ops, name, budget_blocks, block_bytes):
-    s = BlockStore({"r": RangeStore(budget_bytes=budget_blocks * 10, block_bytes=block_bytes * 10, policy=POLICIES[name]())})
+    s = BlockStore(
+        {"r": RangeStore(budget_bytes=budget_blocks * 10, block_bytes=block_bytes * 10, policy=POLICIES[name]())}
+    )
     now = 0.0
     for op, ids, dt in ops:
         now += dt

@@ -38,9 +38,13 @@ def test_a_contract_answer_is_answered_and_valid():
 
 @pytest.mark.parametrize(
     "change, problem",
-    [({"label": "nope"}, "unknown label"), ({"confidence": 1.5}, "confidence"), ({"route": "x"}, "route"),
-     ({"model_version": ""}, "model_version")],
-)  # fmt: skip
+    [
+        ({"label": "nope"}, "unknown label"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"route": "x"}, "route"),
+        ({"model_version": ""}, "model_version"),
+    ],
+)
 def test_a_broken_answer_is_invalid(change, problem):
     v = judge_ticketserve(200, {}, json.dumps({**ANSWER, **change}), LABELS)
     assert not v.valid and problem in v.reason
@@ -95,7 +99,9 @@ def _records() -> list[Record]:
         out.append(Record(i / 10, "regular", 200, route, 50.0 + i % 10, True, True))
     for i in range(100):
         shed = i % 10 == 0
-        out.append(Record(10 + i / 10, "regular", 503 if shed else 200, "refused" if shed else "model", 3000.0, not shed, True))
+        out.append(
+            Record(10 + i / 10, "regular", 503 if shed else 200, "refused" if shed else "model", 3000.0, not shed, True)
+        )
     out.append(Record(5, "spam", 422, "refused", 5.0, False, True))
     return out
 
@@ -128,8 +134,13 @@ def test_verdict_judges_stages_up_to_the_seeds_concurrency():
 def test_abuse_and_summary_keep_spam_apart():
     records = _records()
     assert summarize(records, 20)["tickets"] == 200
-    assert abuse(records) == {"spam_sent": 1, "spam_let_through": 0, "duplicates_sent": 0,
-                              "duplicates_refused": 0, "invalid": 0}  # fmt: skip
+    assert abuse(records) == {
+        "spam_sent": 1,
+        "spam_let_through": 0,
+        "duplicates_sent": 0,
+        "duplicates_refused": 0,
+        "invalid": 0,
+    }
 
 
 def test_records_round_trip(tmp_path):
@@ -153,11 +164,21 @@ def test_metrics_sampler_summarizes_gauges_under_load_and_the_prefix_hit_rate():
 
     sampler = MetricsSampler(port=1)
     sampler.samples = [
-        {"inflight": 0, "batch_efficiency": 0.0, "ray_vllm_prefix_cache_hits_total": 10, "ray_vllm_prefix_cache_queries_total": 100},
+        {
+            "inflight": 0,
+            "batch_efficiency": 0.0,
+            "ray_vllm_prefix_cache_hits_total": 10,
+            "ray_vllm_prefix_cache_queries_total": 100,
+        },
         {"inflight": 30, "batch_efficiency": 0.6, "memory_pressure": 0.5},
-        {"inflight": 40, "batch_efficiency": 0.8, "memory_pressure": 0.7,
-         "ray_vllm_prefix_cache_hits_total": 190, "ray_vllm_prefix_cache_queries_total": 300},
-    ]  # fmt: skip
+        {
+            "inflight": 40,
+            "batch_efficiency": 0.8,
+            "memory_pressure": 0.7,
+            "ray_vllm_prefix_cache_hits_total": 190,
+            "ray_vllm_prefix_cache_queries_total": 300,
+        },
+    ]
     summary = sampler.stop()
     assert summary["batch_efficiency"] == 0.7 and summary["memory_pressure"] == 0.7
     assert summary["prefix_cache_hit_rate"] == 0.9 and summary["samples_under_load"] == 2

@@ -27,7 +27,9 @@ def limits(**rate) -> UserLimits:
 
 
 def test_rate_limited_with_retry_after():
-    lim = limits(tiers={ANONYMOUS: TierLimit(requests_per_s=1, burst_window_s=3), "standard": TierLimit(requests_per_s=1)})
+    lim = limits(
+        tiers={ANONYMOUS: TierLimit(requests_per_s=1, burst_window_s=3), "standard": TierLimit(requests_per_s=1)}
+    )
     results = [lim.admit("addr:1.2.3.4", ANONYMOUS, f"d{i}", now=10.0) for i in range(4)]
     assert [r.rule for r in results] == [None, None, None, "rate_limited"]
     assert results[-1].retry_after_s == 1
@@ -83,4 +85,3 @@ def test_a_tenant_bucket_limits_all_its_users_together():
     assert lim.admit("user:small/u0", "standard", "d", now=0.0, tenant="small").rule is None
     assert lim.admit("user:big/u9", "standard", "d", now=0.0).rule is None  # no tenant: user bucket only
     assert lim.admit("user:big/u5", "standard", "d5", now=1.0, tenant="big").rule is None  # refilled one
-

@@ -7,8 +7,18 @@ from deployments.review import ReviewStore
 
 
 def item(i: int, **kw) -> dict:
-    return {"request_id": f"r{i}", "ticket_id": f"t{i}", "tenant": None, "text": f"ticket number {i}", "lang": "en",
-            "label": "refund_request", "confidence": 0.31, "route": "model", "model_version": "v1", **kw}  # fmt: skip
+    return {
+        "request_id": f"r{i}",
+        "ticket_id": f"t{i}",
+        "tenant": None,
+        "text": f"ticket number {i}",
+        "lang": "en",
+        "label": "refund_request",
+        "confidence": 0.31,
+        "route": "model",
+        "model_version": "v1",
+        **kw,
+    }
 
 
 def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):

@@ -15,8 +15,12 @@ from deployments.model_path import ModelPath
 from models.golden import GoldenItem
 from policies.retry import RetryConfig
 
-GOLDEN = [("my parcel is broken", "damaged_item"), ("where is my order", "order_status"),
-          ("refund me please", "refund_request"), ("cancel it now", "cancel_order")]  # fmt: skip
+GOLDEN = [
+    ("my parcel is broken", "damaged_item"),
+    ("where is my order", "order_status"),
+    ("refund me please", "refund_request"),
+    ("cancel it now", "cancel_order"),
+]
 POLICY = {"min_compared": 4, "min_canary_answers": 3, "hold_s": 10, "step_percent": 10, "start_percent": 5}
 
 
@@ -57,16 +61,25 @@ def controller(settings, canary: Model | None, clock: list[float], **overrides) 
     config = RolloutConfig.model_validate({**settings, **overrides})
 
     async def make():
-        return await construct(CanaryController, config, Model("v1"), canary, lambda: clock[0], lambda: 1e9 + clock[0],
-                               judge_loop=False)  # fmt: skip
+        return await construct(
+            CanaryController, config, Model("v1"), canary, lambda: clock[0], lambda: 1e9 + clock[0], judge_loop=False
+        )
 
     return asyncio.run(make())
 
 
 def report(c: CanaryController, canary_ms=(), stable_ms=(), errors=0, compared=0, agreed=0, generation=None):
     g = c.sync({})["generation"] if generation is None else generation
-    return c.sync({"generation": g, "canary_ms": list(canary_ms), "stable_ms": list(stable_ms),
-                   "canary_errors": errors, "compared": compared, "agreed": agreed})  # fmt: skip
+    return c.sync(
+        {
+            "generation": g,
+            "canary_ms": list(canary_ms),
+            "stable_ms": list(stable_ms),
+            "canary_errors": errors,
+            "compared": compared,
+            "agreed": agreed,
+        }
+    )
 
 
 def test_a_canary_answering_wrong_labels_is_rolled_back_and_its_cache_epoch_bumped(settings):

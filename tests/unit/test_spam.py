@@ -101,7 +101,13 @@ def test_random_strings_are_mostly_caught(alphabet):
 
 def test_entropy_floor_adapts_within_bounds():
     config = AdaptiveThresholdConfig(
-        initial=3.0, lower_bound=2.5, upper_bound=3.3, quantile=0.01, margin=0.1, min_samples=10, recompute_every_samples=10
+        initial=3.0,
+        lower_bound=2.5,
+        upper_bound=3.3,
+        quantile=0.01,
+        margin=0.1,
+        min_samples=10,
+        recompute_every_samples=10,
     )
     floor = AdaptiveThreshold(config, "floor")
     for _ in range(9):

@@ -27,8 +27,10 @@ def ticket_bodies(n: int, seed: int = 0, user_prefix: str = "user") -> list[dict
     """The load-test mix (templated, regular and complex tickets; repeats included)."""
     rng = random.Random(seed)
     mix = TicketMix.load()
-    return [{"text": mix.draw(rng).text, "ticket_id": f"{user_prefix}-t{i}", "user_id": f"{user_prefix}-{i % 64}"}
-            for i in range(n)]  # fmt: skip
+    return [
+        {"text": mix.draw(rng).text, "ticket_id": f"{user_prefix}-t{i}", "user_id": f"{user_prefix}-{i % 64}"}
+        for i in range(n)
+    ]
 
 
 @dataclass
@@ -51,7 +53,7 @@ class Outcomes:
         if kind in ("unexpected", "lost", "refused") and len(self.samples) < 20:
             self.samples.append(f"{kind} {status}: {note[:300]}")
 
-    def merge(self, other: "Outcomes") -> None:
+    def merge(self, other: Outcomes) -> None:
         self.counts.update(other.counts)
         self.statuses.update(other.statuses)
         self.ok_ms += other.ok_ms
@@ -88,7 +90,7 @@ async def send(
     try:
         async with client.post("v1/classify", json=body, headers=headers or {}) as r:
             text = await r.text()
-    except asyncio.TimeoutError:  # the session's total timeout: the whole wait, connect included
+    except TimeoutError:  # the session's total timeout: the whole wait, connect included
         out.add("hung", start - began)
         return 0.0
     except aiohttp.ClientError as e:
@@ -115,8 +117,15 @@ def client(base_url: str, timeout_s: float, connections: int) -> aiohttp.ClientS
     )
 
 
-async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: float, timeout_s: float,
-                      out: Outcomes | None = None, began: float | None = None) -> Outcomes:  # fmt: skip
+async def closed_loop(
+    base_url: str,
+    bodies: list[dict],
+    users: int,
+    seconds: float,
+    timeout_s: float,
+    out: Outcomes | None = None,
+    began: float | None = None,
+) -> Outcomes:
     """`users` clients, each sending its next ticket when the last is answered, or after
     the Retry-After of a refusal, as a well-behaved client does."""
     out = out or Outcomes()
@@ -135,8 +144,14 @@ async def closed_loop(base_url: str, bodies: list[dict], users: int, seconds: fl
     return out
 
 
-async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, float]], timeout_s: float,
-                    max_in_flight: int, raw: bool = False) -> tuple[Outcomes, list[dict]]:  # fmt: skip
+async def open_loop(
+    base_url: str,
+    bodies: list[dict],
+    steps: list[tuple[float, float]],
+    timeout_s: float,
+    max_in_flight: int,
+    raw: bool = False,
+) -> tuple[Outcomes, list[dict]]:
     """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
     (a capped number in flight: past it an arrival counts as lost on the client side and
     is reported as such). Returns all outcomes and one summary per step. `raw`: bare
@@ -177,8 +192,16 @@ async def open_loop(base_url: str, bodies: list[dict], steps: list[tuple[float, 
     out = Outcomes()
     for _, _, step, _ in per_step:
         out.merge(step)
-    return out, [{"offered_per_s": round(r, 1), "seconds": s, **st.summary(), "answered_per_s": round(st.counts["ok"] / s, 1),
-                  "client_loop_lag_max_ms": round(lag, 1)} for r, s, st, lag in per_step]  # fmt: skip
+    return out, [
+        {
+            "offered_per_s": round(r, 1),
+            "seconds": s,
+            **st.summary(),
+            "answered_per_s": round(st.counts["ok"] / s, 1),
+            "client_loop_lag_max_ms": round(lag, 1),
+        }
+        for r, s, st, lag in per_step
+    ]
 
 
 @contextlib.asynccontextmanager
@@ -197,9 +220,10 @@ async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connec
     path = url.path.rstrip("/") + "/v1/classify"
     wire = [
         f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(b)}\r\n\r\n".encode() + b
+        f"Content-Length: {len(b)}\r\n\r\n".encode()
+        + b
         for b in (json.dumps(body).encode() for body in bodies)
-    ]  # fmt: skip
+    ]
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def send_one(i: int, out: Outcomes, began: float) -> None:
@@ -237,8 +261,15 @@ async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connec
             writer.close()
 
 
-def open_loop_at(start_at_s: float, base_url: str, bodies: list[dict], steps: list[tuple[float, float]],
-                 timeout_s: float, max_in_flight: int, raw: bool = False) -> tuple[dict, list[tuple[float, float]]]:  # fmt: skip
+def open_loop_at(
+    start_at_s: float,
+    base_url: str,
+    bodies: list[dict],
+    steps: list[tuple[float, float]],
+    timeout_s: float,
+    max_in_flight: int,
+    raw: bool = False,
+) -> tuple[dict, list[tuple[float, float]]]:
     """open_loop from wall-clock `start_at_s` on, in whichever process calls it: the
     summary of all steps and, per answered ticket, (sent at s since the start, latency ms).
     Two streams measured apart go in two processes: in one event loop, the sends of one

@@ -44,8 +44,14 @@ def free_port() -> int:
 
 def start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen(["ray", "start", "--block", "--disable-usage-stats", *args], env=env, cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            ["ray", "start", "--block", "--disable-usage-stats", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def kill_tree(process: subprocess.Popen) -> int:
@@ -96,9 +102,25 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
 
     gcs, client_port, http = free_port(), free_port(), free_port()
     tmp = Path(tempfile.mkdtemp(prefix="tsdrill"))
-    head = start_node(["--head", "--port", str(gcs), "--ray-client-server-port", str(client_port),
-                       "--include-dashboard", "false", "--num-cpus", "2", "--resources", '{"head_node": 2}',
-                       "--temp-dir", str(tmp / "head")], env, tmp / "head.log")  # fmt: skip
+    head = start_node(
+        [
+            "--head",
+            "--port",
+            str(gcs),
+            "--ray-client-server-port",
+            str(client_port),
+            "--include-dashboard",
+            "false",
+            "--num-cpus",
+            "2",
+            "--resources",
+            '{"head_node": 2}',
+            "--temp-dir",
+            str(tmp / "head"),
+        ],
+        env,
+        tmp / "head.log",
+    )
     second = None
     try:
         address = f"127.0.0.1:{gcs}"
@@ -106,22 +128,32 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
         while subprocess.run(["ray", "status", "--address", address], env=env, capture_output=True).returncode:
             assert time.monotonic() < deadline and head.poll() is None, (tmp / "head.log").read_text()[-2000:]
             time.sleep(1)
-        second = start_node(["--address", address, "--num-cpus", "2", "--resources", '{"second_node": 2}'],
-                            env, tmp / "second.log")  # fmt: skip
+        second = start_node(
+            ["--address", address, "--num-cpus", "2", "--resources", '{"second_node": 2}'], env, tmp / "second.log"
+        )
         ray.init(address=address, log_to_driver=False)
         while len([n for n in ray.nodes() if n["Alive"]]) < 2:
             assert time.monotonic() < deadline + 60, "the second node did not join"
             time.sleep(1)
         serve.start(http_options={"host": "127.0.0.1", "port": http})
-        args = merged(shipped_args(), {
-            "antispam": {"rate_limit": {"tiers": {"anonymous": {"requests_per_s": 10_000},
-                                                  "standard": {"requests_per_s": 10_000}}},
-                         "duplicates": {"max_repeats": 10_000}},
-            "model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}},
-            "review": {"store_path": str(tmp / "review.sqlite3")},
-        })  # fmt: skip
-        serve.run(bind_graph(AppConfig.from_args(args), {"Ingress": SPREAD, "ModelReplica": SPREAD}), name="drill",
-                  route_prefix="/")  # fmt: skip
+        args = merged(
+            shipped_args(),
+            {
+                "antispam": {
+                    "rate_limit": {
+                        "tiers": {"anonymous": {"requests_per_s": 10_000}, "standard": {"requests_per_s": 10_000}}
+                    },
+                    "duplicates": {"max_repeats": 10_000},
+                },
+                "model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}},
+                "review": {"store_path": str(tmp / "review.sqlite3")},
+            },
+        )
+        serve.run(
+            bind_graph(AppConfig.from_args(args), {"Ingress": SPREAD, "ModelReplica": SPREAD}),
+            name="drill",
+            route_prefix="/",
+        )
         url = f"http://127.0.0.1:{http}"
         before = replicas_by_node("drill")
         out, began, marks = Outcomes(), time.perf_counter(), {}
@@ -145,8 +177,11 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
 
         watcher = threading.Thread(target=chaos)
         watcher.start()
-        asyncio.run(closed_loop(url, ticket_bodies(20_000, seed=3), users=users, seconds=seconds, timeout_s=35,
-                                out=out, began=began))  # fmt: skip
+        asyncio.run(
+            closed_loop(
+                url, ticket_bodies(20_000, seed=3), users=users, seconds=seconds, timeout_s=35, out=out, began=began
+            )
+        )
         watcher.join()
         killed = marks["killed_at_s"]
         after_kill = [(at, kind) for at, kind in out.timeline if at >= killed]

@@ -29,7 +29,7 @@ from deploy.front_door import FrontDoorConfig
 from deploy.front_door import running as running_front_door
 from deployments.config import AppConfig
 from policies.window import nearest_rank
-from tests.integration.conftest import CLASSIFY_KV_FRACTION, HTTP_PORT, running
+from tests.harness import CLASSIFY_KV_FRACTION, HTTP_PORT, running
 from tests.integration.reliability.figures import record
 from tests.integration.reliability.load import open_loop_at, ticket_bodies
 
@@ -46,12 +46,14 @@ FLOOD_PER_S = 150.0
 USER_PER_S, TENANT_PER_S, BURST_S = 2.0, 8.0, 2.0
 LIMITS = {
     "rate_limit": {
-        "tiers": {"anonymous": {"requests_per_s": 5, "burst_window_s": BURST_S},
-                  "standard": {"requests_per_s": USER_PER_S, "burst_window_s": BURST_S}},
+        "tiers": {
+            "anonymous": {"requests_per_s": 5, "burst_window_s": BURST_S},
+            "standard": {"requests_per_s": USER_PER_S, "burst_window_s": BURST_S},
+        },
         "tenant_limit": {"requests_per_s": TENANT_PER_S, "burst_window_s": BURST_S},
     },
     "duplicates": {"max_repeats": 10_000},
-}  # fmt: skip
+}
 # Each neighbour runs three times at its limit and three times flooding, alternately, and
 # the regular latencies of like phases are pooled: one 8 s phase (CI) holds 192 regular
 # tickets, whose P99 is their 2nd slowest, and one stall of the machine (~100 ms, 3-4
@@ -67,10 +69,13 @@ NEIGHBOURS = {"user": USER_PER_S, "tenant": TENANT_PER_S}
 
 @pytest.fixture(scope="module")
 def isolated(ray_serve, default_model_dir):
-    args = merged(shipped_args(), {
-        "antispam": LIMITS,
-        "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
-    })  # fmt: skip
+    args = merged(
+        shipped_args(),
+        {
+            "antispam": LIMITS,
+            "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+        },
+    )
     with running(ray_serve, "isolation", args) as client:
         yield client, args
 
@@ -137,8 +142,15 @@ def cpu_s(pid: int) -> float:
     return sum(psutil.Process(pid).cpu_times()[:2])
 
 
-def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str, int], kind: str | None = None,
-          flood: bool = False, tag: str = "") -> tuple[dict, list[float], list[float]]:  # fmt: skip
+def phase(
+    pool: ProcessPoolExecutor,
+    url: str,
+    timeout_s: float,
+    watch: dict[str, int],
+    kind: str | None = None,
+    flood: bool = False,
+    tag: str = "",
+) -> tuple[dict, list[float], list[float]]:
     """Regular users for SETTLE_S + PHASE_S, with a neighbour beside them or not; the
     summaries, where the CPU went (`watch`: name -> pid), and the regular tickets' latencies
     in the neighbour's first SETTLE_S (its burst) and after."""
@@ -154,8 +166,10 @@ def phase(pool: ProcessPoolExecutor, url: str, timeout_s: float, watch: dict[str
     summary, regular = open_loop_at(start_at, url, bodies, [(REGULAR_PER_S, SETTLE_S + PHASE_S)], timeout_s, 1024)
     burst_ms = [ms for at_s, ms in regular if at_s < SETTLE_S]
     steady_ms = [ms for at_s, ms in regular if at_s >= SETTLE_S]
-    out = {"regular": {**summary, "p99_burst_ms": p99(burst_ms), "p99_steady_ms": p99(steady_ms)},
-           "slowest_sent_at_s_and_ms": sorted(regular, key=lambda s: -s[1])[:5]}  # fmt: skip
+    out = {
+        "regular": {**summary, "p99_burst_ms": p99(burst_ms), "p99_steady_ms": p99(steady_ms)},
+        "slowest_sent_at_s_and_ms": sorted(regular, key=lambda s: -s[1])[:5],
+    }
     if neighbour:
         out["neighbour"] = neighbour.result()[0]
     busy = [a - b for a, b in zip(psutil.cpu_times(), machine)]
@@ -208,11 +222,17 @@ def floods(isolated, front_door, second_process) -> dict:
         "p99_moved_vs_base": {k: round(p[f"{k}_flood"] / p["base"] - 1, 3) for k in NEIGHBOURS},
         # How far identical phases (the neighbour at its limit, each round) lie apart in
         # this run: the machine's own noise, which no bound can be tighter than.
-        "p99_spread_of_like_phases": {k: spread([phases[f"{k}_at_limit_{r}"]["regular"]["p99_steady_ms"]
-                                                 for r in range(ROUNDS)]) for k in NEIGHBOURS},
+        "p99_spread_of_like_phases": {
+            k: spread([phases[f"{k}_at_limit_{r}"]["regular"]["p99_steady_ms"] for r in range(ROUNDS)])
+            for k in NEIGHBOURS
+        },
         "phases": phases,
-        "phase_s": PHASE_S, "settle_s": SETTLE_S, "rounds": ROUNDS, "regular_per_s": REGULAR_PER_S, "flood_per_s": FLOOD_PER_S,
-    }  # fmt: skip
+        "phase_s": PHASE_S,
+        "settle_s": SETTLE_S,
+        "rounds": ROUNDS,
+        "regular_per_s": REGULAR_PER_S,
+        "flood_per_s": FLOOD_PER_S,
+    }
     record("isolation", result)
     return result
 

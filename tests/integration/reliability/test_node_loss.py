@@ -20,8 +20,15 @@ pytestmark = pytest.mark.reliability
 def test_losing_a_node_mid_run_recovers_without_hung_requests(default_model_dir, tmp_path):
     out = tmp_path / "node_loss.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "tests.integration.reliability.node_drill", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.reliability.node_drill", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     result = json.loads(out.read_text())
     record("node_loss", result)

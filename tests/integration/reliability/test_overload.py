@@ -11,7 +11,7 @@ import os
 import pytest
 
 from bench.common import merged, shipped_args
-from tests.integration.conftest import CLASSIFY_KV_FRACTION, LENIENT_ANTISPAM, running
+from tests.harness import CLASSIFY_KV_FRACTION, LENIENT_ANTISPAM, running
 from tests.integration.reliability.figures import record
 from tests.integration.reliability.load import closed_loop, open_loop, ticket_bodies
 
@@ -22,10 +22,13 @@ STEP_S = float(os.environ.get("TICKETSERVE_OVERLOAD_STEP_S", "10"))
 
 @pytest.fixture(scope="module")
 def shipped(ray_serve, default_model_dir):
-    args = merged(shipped_args(), {
-        "antispam": LENIENT_ANTISPAM,  # one client address sends for every user here
-        "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
-    })  # fmt: skip
+    args = merged(
+        shipped_args(),
+        {
+            "antispam": LENIENT_ANTISPAM,  # one client address sends for every user here
+            "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+        },
+    )
     with running(ray_serve, "overload", args) as client:
         yield client, args
 
@@ -40,10 +43,22 @@ def overload_run(shipped) -> dict:
     capacity = asyncio.run(closed_loop(url, bodies[30_000:], users=32, seconds=STEP_S, timeout_s=timeout_s))
     rate = capacity.counts["ok"] / STEP_S
     assert rate > 5, capacity.summary()
-    out, steps = asyncio.run(open_loop(url, bodies, [(rate, STEP_S), (2 * rate, STEP_S), (3 * rate, STEP_S)],
-                                       timeout_s=timeout_s, max_in_flight=4096))  # fmt: skip
-    result = {"capacity_per_s": round(rate, 1), "capacity_run": capacity.summary(), "warmup": warm.summary(),
-              "steps": steps, "all": out.summary()}  # fmt: skip
+    out, steps = asyncio.run(
+        open_loop(
+            url,
+            bodies,
+            [(rate, STEP_S), (2 * rate, STEP_S), (3 * rate, STEP_S)],
+            timeout_s=timeout_s,
+            max_in_flight=4096,
+        )
+    )
+    result = {
+        "capacity_per_s": round(rate, 1),
+        "capacity_run": capacity.summary(),
+        "warmup": warm.summary(),
+        "steps": steps,
+        "all": out.summary(),
+    }
     record("overload", result)
     return result
 

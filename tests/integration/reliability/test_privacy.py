@@ -45,7 +45,14 @@ def test_ticket_text_never_appears_in_the_logs(app):
     folder = session_logs()
     files = [p for p in folder.rglob("*") if p.is_file()]
     leaks = [str(p) for p in files if marker.encode() in p.read_bytes()]
-    record("privacy", {"log_files": len(files), "log_bytes": sum(p.stat().st_size for p in files),
-                       "statuses": statuses, "files_with_ticket_text": leaks})  # fmt: skip
+    record(
+        "privacy",
+        {
+            "log_files": len(files),
+            "log_bytes": sum(p.stat().st_size for p in files),
+            "statuses": statuses,
+            "files_with_ticket_text": leaks,
+        },
+    )
     assert len(files) > 10, f"no Ray logs found in {folder}"
     assert not leaks, json.dumps(leaks)

@@ -14,7 +14,7 @@ import pytest
 import ray
 from ray import serve
 
-from tests.integration.conftest import classify_args, running
+from tests.harness import classify_args, running
 from tests.integration.reliability.figures import record
 from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
 
@@ -39,7 +39,9 @@ def graph(ray_serve, default_model_dir):
 
 
 def kill_one(deployment: str) -> str:
-    names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"])
+    names = sorted(
+        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if f"{APP}#{deployment}#" in a["name"]
+    )
     ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
     return names[0]
 
@@ -78,8 +80,17 @@ def test_losing_a_replica_mid_run_fails_few_and_recovers(graph, target):
 
     watcher = threading.Thread(target=chaos)
     watcher.start()
-    asyncio.run(closed_loop(url, ticket_bodies(20_000, seed=hash(target) % 1000), users=16, seconds=RUN_S,
-                            timeout_s=timeout_s, out=out, began=began))  # fmt: skip
+    asyncio.run(
+        closed_loop(
+            url,
+            ticket_bodies(20_000, seed=hash(target) % 1000),
+            users=16,
+            seconds=RUN_S,
+            timeout_s=timeout_s,
+            out=out,
+            began=began,
+        )
+    )
     watcher.join()
     summary = out.summary()
     killed = marks["killed_at_s"]

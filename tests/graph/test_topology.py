@@ -4,14 +4,14 @@ the same answers and refusals as the chain, with three deployments fewer."""
 import pytest
 from ray import serve
 
-from tests.integration.conftest import classify_args, running
+from tests.harness import fake_args, running
 
 APP = "fused"
 
 
 @pytest.fixture(scope="module")
 def fused(ray_serve, default_model_dir):
-    args = classify_args(default_model_dir, topology="fused")
+    args = fake_args(default_model_dir, topology="fused")
     args["antispam"] = {**args["antispam"], "duplicates": {"max_repeats": 3}}
     with running(ray_serve, APP, args) as client:
         yield client
@@ -21,8 +21,16 @@ def test_fused_graph_runs_six_deployments_and_reports_every_stage(fused):
     deployments = set(serve.status().applications[APP].deployments)
     assert deployments == {"Ingress", "RateLimiter", "ModelReplica", "Breaker", "ReviewQueue", "CanaryController"}
     nodes = fused.get("/healthz").json()["nodes"]
-    assert set(nodes) == {"ingress", "antispam", "edge_router", "tokenizer", "rate_limiter", "model", "review_queue",
-                          "canary_controller"}  # fmt: skip
+    assert set(nodes) == {
+        "ingress",
+        "antispam",
+        "edge_router",
+        "tokenizer",
+        "rate_limiter",
+        "model",
+        "review_queue",
+        "canary_controller",
+    }
     assert set(nodes.values()) == {"ok"}
 
 

@@ -7,9 +7,7 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.integration.conftest import HTTP_PORT, classify_args
-
-pytestmark = pytest.mark.integration
+from tests.harness import HTTP_PORT, fake_args
 
 
 def _route(r: httpx.Response) -> str:
@@ -38,7 +36,10 @@ def test_template_route(app, text, label, answer_id):
 
 
 def test_negated_template_goes_to_the_model(app):
-    assert _route(app.post("/v1/classify", json={"text": "I did not forget my password, the login page is broken"})) == "model"
+    assert (
+        _route(app.post("/v1/classify", json={"text": "I did not forget my password, the login page is broken"}))
+        == "model"
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,7 +60,7 @@ def test_cache_route_is_per_tenant(app):
     assert (first["route"], again["route"], other["route"]) == ("model", "cache", "model")
     assert again["label"] == first["label"] and again["confidence"] == first["confidence"]
     assert again["model_version"] == first["model_version"]
-    assert serve.get_deployment_handle("EdgeRouter", "main").stats.remote().result()["cache_entries"] >= 2
+    assert serve.get_deployment_handle("EdgeRouter", "fake-main").stats.remote().result()["cache_entries"] >= 2
 
 
 def test_unsupported_language_and_hints(app):
@@ -88,13 +89,17 @@ def test_spam_rules_answer_422_naming_the_rule(app, text, rule):
 
 
 def test_adaptive_thresholds_start_at_their_configured_values(app):
-    thresholds = serve.get_deployment_handle("AntiSpam", "main").thresholds.remote().result()
+    thresholds = serve.get_deployment_handle("AntiSpam", "fake-main").thresholds.remote().result()
     # Fewer than 1,000 legitimate tickets seen: nothing has moved yet.
     assert thresholds == {"repeat_ratio": 0.5, "entropy_bits": 3.0}
 
 
 def test_batch_mixes_routes_and_refusals(app):
-    tickets = [{"text": "I forgot my password"}, {"text": "zzzzzzzzzzzzzzzz"}, {"text": "the heel of my left boot snapped"}]
+    tickets = [
+        {"text": "I forgot my password"},
+        {"text": "zzzzzzzzzzzzzzzz"},
+        {"text": "the heel of my left boot snapped"},
+    ]
     results = app.post("/v1/classify/batch", json={"tickets": tickets}).json()["results"]
     assert results[0]["route"] == "template"
     assert results[1]["error"]["code"] == "spam_detected"
@@ -107,7 +112,7 @@ def strict(ray_serve, default_model_dir):
     from deployments.config import AppConfig
     from serve_app import bind_graph
 
-    args = classify_args(
+    args = fake_args(
         default_model_dir,
         antispam={
             "rate_limit": {
@@ -142,13 +147,17 @@ def test_rate_limit_holds_across_replicas(strict):
     assert 10 <= len(admitted) <= 10 + 2 * elapsed + 1, (len(admitted), elapsed)
     assert all(r.json()["error"]["code"] == "rate_limited" for r in limited)
     assert all(int(r.headers["retry-after"]) >= 1 for r in limited)
-    assert strict.post("/v1/classify", json={"text": "I forgot my password", "user_id": "someone-else"}).status_code == 200
+    assert (
+        strict.post("/v1/classify", json={"text": "I forgot my password", "user_id": "someone-else"}).status_code == 200
+    )
     assert serve.get_deployment_handle("RateLimiter", "strict").stats.remote().result()["tracked_users"] >= 2
     assert strict.get("/healthz").json()["status"] == "ok"
 
 
 def test_anonymous_requests_share_a_bucket_per_address(strict):
-    statuses = [strict.post("/v1/classify", json={"text": f"I forgot my password again {i}"}).status_code for i in range(12)]
+    statuses = [
+        strict.post("/v1/classify", json={"text": f"I forgot my password again {i}"}).status_code for i in range(12)
+    ]
     assert statuses[:5] == [200] * 5 and statuses[-1] == 429
 
 

@@ -13,7 +13,7 @@ import ray
 
 from deployments.config import EDGE_OFF
 from models.variant import derive
-from tests.integration.conftest import classify_args, running
+from tests.harness import fake_args, running
 
 TOKEN = "test-rollout-token-9c1e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -30,12 +30,18 @@ TEXTS = [
 
 
 def rollout_args(model_dir: str, canary_dir: Path, state: Path, **rollout) -> dict:
-    return classify_args(
+    return fake_args(
         model_dir,
         edge={**EDGE_OFF, "cache_enabled": True},  # every ticket reaches a model side; repeats hit the cache
         admin={"token": TOKEN},
-        rollout={"canary_model_dir": str(canary_dir), "judge_interval_s": 1, "golden_tickets": 58,
-                 "sync_interval_ms": 200, "state_path": str(state), **rollout},  # fmt: skip
+        rollout={
+            "canary_model_dir": str(canary_dir),
+            "judge_interval_s": 1,
+            "golden_tickets": 58,
+            "sync_interval_ms": 200,
+            "state_path": str(state),
+            **rollout,
+        },
     )
 
 
@@ -110,8 +116,11 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
         assert totals["compared"] >= 10 and totals["agreed"] < totals["compared"]
 
         # A restarted controller keeps the rollback: the same canary does not come back.
-        name = next(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                    if "canary_bad#CanaryController#" in a["name"])  # fmt: skip
+        name = next(
+            a["name"]
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if "canary_bad#CanaryController#" in a["name"]
+        )
         ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
         killed = time.monotonic()
         restarted = wait_for(client, lambda s: s.get("uptime_s", 1e9) < time.monotonic() - killed, timeout_s=60)
@@ -120,9 +129,8 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
 
 
 def test_a_good_canary_is_promoted_to_all_traffic(ray_serve, default_model_dir, models, tmp_path):
-    # Hold long enough at 50 % to check the split before the first promotion (32 tickets
-    # through the 12-layer model on a busy machine took over 8 s once).
-    policy = {**POLICY, "start_percent": 50, "step_percent": 50, "hold_s": 20}
+    # Hold long enough at 50 % to check the split before the first promotion.
+    policy = {**POLICY, "start_percent": 50, "step_percent": 50, "hold_s": 8}
     args = rollout_args(default_model_dir, models["copy"], tmp_path / "canary.json", policy=policy)
     with running(ray_serve, "canary_good", args) as client:
         start = rollout(client)

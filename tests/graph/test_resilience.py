@@ -8,7 +8,7 @@ import time
 import pytest
 from ray import serve
 
-from tests.integration.conftest import classify_args, running
+from tests.harness import fake_args, running
 
 APP = "resilience"
 # Regular-tier tickets: the pre-classifier may not answer them at the edge, so each one
@@ -23,11 +23,11 @@ TICKETS = [
 
 @pytest.fixture(scope="module")
 def resilient(ray_serve, default_model_dir):
-    args = classify_args(
+    args = fake_args(
         default_model_dir,
         edge={"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []},
         model={
-            **classify_args(default_model_dir)["model"],
+            **fake_args(default_model_dir)["model"],
             "batching": {"start_size": 2, "cap_size": 8, "grow_above_qps": 1, "cooldown_s": 1, "interval_s": 0.25},
             # Only out-of-memory triggers reclaim here: the breaker test's injected failures must
             # not walk the reclaim ladder up to an engine restart.
@@ -172,10 +172,3 @@ def test_reclaim_ladder_ends_in_an_engine_restart_and_nothing_is_lost(resilient)
     assert routes[-1] == "model" and "degraded" in routes, routes
     fresh = model().stats.remote().result()
     assert fresh["restart_reason"] is None and fresh["limit"] <= old["limit"]
-
-
-def test_default_replica_starts_at_8_with_the_engines_sequence_cap(app):
-    """The seeds' start; on CPU the cap is what the engine holds (an encoder-only model
-    keeps no KV, so the scheduler's max_num_seqs), not a KV-block count."""
-    stats = serve.get_deployment_handle("ModelReplica", "main").stats.remote().result()
-    assert stats["limit"] == 8 and stats["batch_cap"] == 256, stats

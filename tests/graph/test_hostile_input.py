@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from loadtest.checks import judge_ticketserve
-from tests.integration.conftest import classify_args, running
+from tests.harness import fake_args, running
 from tests.integration.reliability.figures import record
 
 pytestmark = pytest.mark.reliability
@@ -82,7 +82,7 @@ class Tally:
 
 @pytest.fixture(scope="module")
 def fuzzed(ray_serve, default_model_dir):
-    args = classify_args(default_model_dir, topology="fused", admin={"token": TOKEN})
+    args = fake_args(default_model_dir, topology="fused", admin={"token": TOKEN})
     with running(ray_serve, "fuzz", args) as client:
         yield client
 
@@ -105,8 +105,14 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
                     r = case.call(base_url=base_url, session=session, headers=headers, timeout=60)
                 except requests.exceptions.InvalidHeader:
                     return  # the client refuses to send it; nothing reached the service
-                tally.check(f"{mode.value} {case.method} {case.path}", r.status_code, r.headers, r.content,
-                            classify=case.path == "/v1/classify" and case.method == "POST")  # fmt: skip
+                # run() is called within this iteration: `mode` is the current one.
+                tally.check(
+                    f"{mode.value} {case.method} {case.path}",  # noqa: B023
+                    r.status_code,
+                    r.headers,
+                    r.content,
+                    classify=case.path == "/v1/classify" and case.method == "POST",
+                )
 
             try:
                 run()
@@ -118,8 +124,26 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
 
 
 # Characters that hide, reorder or end text.
-TRICKY = ["\u202e", "\u202d", "\u200b", "\u200c", "\u200d", "\u200f", "\u2066", "\ufeff", "\x00", "\u0000", "\ud800",
-          "\uffff", "\U0010ffff", "\u0301" * 20, "\r\n", "\t", "\u3000", "\u00a0"]  # fmt: skip
+TRICKY = [
+    "\u202e",
+    "\u202d",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u200f",
+    "\u2066",
+    "\ufeff",
+    "\x00",
+    "\u0000",
+    "\ud800",
+    "\uffff",
+    "\U0010ffff",
+    "\u0301" * 20,
+    "\r\n",
+    "\t",
+    "\u3000",
+    "\u00a0",
+]
 hostile_text = st.lists(st.one_of(st.characters(), st.sampled_from(TRICKY)), max_size=300).map("".join)
 any_json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
@@ -150,13 +174,18 @@ raw_body = st.one_of(
     st.integers(100, 2000).map(lambda kb: json.dumps({"text": "ab " * ((kb << 10) // 3)}).encode()),  # huge
     st.lists(classify_body, max_size=70).map(lambda t: json.dumps({"tickets": t}).encode()),
 )
-headers = st.fixed_dictionaries({}, optional={
-    "x-request-id": st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=300),
-    "x-traffic-color": st.sampled_from(["canary", "stable", "purple", "", "CANARY "]),
-    "accept-language": st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=100).map(str.strip),
-    "content-type": st.sampled_from(["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"]),
-    "x-user-tier": st.sampled_from(["trusted", "anonymous", "root", ""]),
-})  # fmt: skip
+headers = st.fixed_dictionaries(
+    {},
+    optional={
+        "x-request-id": st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=300),
+        "x-traffic-color": st.sampled_from(["canary", "stable", "purple", "", "CANARY "]),
+        "accept-language": st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=100).map(str.strip),
+        "content-type": st.sampled_from(
+            ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"]
+        ),
+        "x-user-tier": st.sampled_from(["trusted", "anonymous", "root", ""]),
+    },
+)
 
 
 def test_hostile_bodies_and_headers_get_contract_answers(fuzzed):

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from deployments.config import EDGE_OFF
-from tests.integration.conftest import classify_args, deploy, running, wait_healthy
+from tests.harness import deploy, fake_args, running, wait_healthy
 
 APP = "reviewed"
 TOKEN = "test-admin-token-4f2a"
@@ -26,7 +26,7 @@ TICKETS = [
 def reviewed(ray_serve, default_model_dir, tmp_path_factory):
     store = tmp_path_factory.mktemp("review") / "queue.sqlite3"
     # Nearly every model answer is below 0.999: flagged and recorded.
-    args = classify_args(
+    args = fake_args(
         default_model_dir,
         topology="fused",
         edge=EDGE_OFF,
@@ -39,9 +39,16 @@ def reviewed(ray_serve, default_model_dir, tmp_path_factory):
 
 def test_admin_api_refuses_callers_without_the_token(reviewed):
     client, _ = reviewed
-    calls = [("GET", "/admin/state"), ("GET", "/admin/review"), ("GET", "/admin/review/export"),
-             ("POST", "/admin/review/1/resolve"), ("POST", "/admin/rollout"), ("POST", "/admin/rollout/promote"),
-             ("POST", "/admin/rollout/rollback"), ("POST", "/admin/cache/flush")]  # fmt: skip
+    calls = [
+        ("GET", "/admin/state"),
+        ("GET", "/admin/review"),
+        ("GET", "/admin/review/export"),
+        ("POST", "/admin/review/1/resolve"),
+        ("POST", "/admin/rollout"),
+        ("POST", "/admin/rollout/promote"),
+        ("POST", "/admin/rollout/rollback"),
+        ("POST", "/admin/cache/flush"),
+    ]
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         for method, path in calls:
             r = client.request(method, path, headers=headers, json={"label": "cancel_order"})
@@ -52,7 +59,11 @@ def test_admin_api_refuses_callers_without_the_token(reviewed):
 def test_rollout_actions_need_a_canary_but_caches_flush_without_one(reviewed):
     client, _ = reviewed
     assert client.get("/admin/state", headers=AUTH).json()["rollout"]["status"] == "none"
-    for path, body in (("/admin/rollout", {"percent": 5}), ("/admin/rollout/promote", None), ("/admin/rollout/rollback", None)):
+    for path, body in (
+        ("/admin/rollout", {"percent": 5}),
+        ("/admin/rollout/promote", None),
+        ("/admin/rollout/rollback", None),
+    ):
         r = client.post(path, headers=AUTH, json=body)
         assert r.status_code == 409 and r.json()["error"]["code"] == "no_canary", path
     first = client.post("/admin/cache/flush", headers=AUTH).json()["epoch"]
@@ -61,7 +72,9 @@ def test_rollout_actions_need_a_canary_but_caches_flush_without_one(reviewed):
 
 def test_low_confidence_answers_are_flagged_recorded_and_resolved(reviewed):
     client, _ = reviewed
-    answers = [client.post("/v1/classify", json={"text": t, "ticket_id": f"T-{i}"}).json() for i, t in enumerate(TICKETS)]
+    answers = [
+        client.post("/v1/classify", json={"text": t, "ticket_id": f"T-{i}"}).json() for i, t in enumerate(TICKETS)
+    ]
     flagged = {a["request_id"]: a for a in answers if a["needs_review"]}
     assert flagged and all(a["confidence"] < 0.999 for a in flagged.values())
     assert all(not a["needs_review"] for a in answers if a["confidence"] >= 0.999)

@@ -1,0 +1,51 @@
+"""Test tiers by folder: tests/unit (pure logic, no Ray), tests/graph (real Ray and Serve,
+the fake engine: the graph around the model) and tests/integration (real Ray, Serve and
+vLLM engines, each costing 20-60 s to start). Ray and Serve start once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.build import BUNDLED_DATA, BUNDLED_INTENTS, DEFAULT_OUT, TrainSettings, build
+from models.tiny_decoder import build_tiny_decoder
+from tests.harness import HTTP_PORT, METRICS_PORT
+
+TIERS = {"unit": "unit", "graph": "graph", "integration": "integration"}
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(__file__).parent
+    for item in items:
+        folder = Path(item.fspath).relative_to(root).parts[0]
+        if folder in TIERS:
+            item.add_marker(getattr(pytest.mark, TIERS[folder]))
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> str:
+    build(BUNDLED_DATA, "text", "label", DEFAULT_OUT, BUNDLED_INTENTS, TrainSettings())
+    return str(DEFAULT_OUT)
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder_dir(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("models") / "tiny-decoder"
+    build_tiny_decoder(out)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def ray_serve():
+    import ray
+    from ray import serve
+
+    from deployments.runtime import apply_ray_env
+
+    apply_ray_env()
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _metrics_export_port=METRICS_PORT)
+    serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
+    yield serve
+    serve.shutdown()
+    ray.shutdown()

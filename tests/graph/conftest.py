@@ -1,0 +1,18 @@
+"""The fake-engine tier: the whole graph (HTTP, anti-spam, edge, tokenizer, replica
+controls, breaker, canary, review) around deployments/fake_engine.py instead of vLLM."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.harness import deploy, fake_args, wait_healthy
+
+
+@pytest.fixture(scope="session")
+def app(ray_serve, default_model_dir) -> httpx.Client:
+    """The CPU default graph on the fake engine."""
+    client = deploy(ray_serve, "fake-main", fake_args(default_model_dir))
+    wait_healthy(client)
+    yield client
+    client.close()

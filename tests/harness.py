@@ -1,0 +1,99 @@
+"""What the graph tests share: ports, graph arguments (real vLLM or the fake engine) and
+deploying a graph of its own for a test module."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from models.build import BUNDLED_DATA
+
+HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
+# Ray's Prometheus export for the test cluster (what `ray start --metrics-export-port` opens).
+METRICS_PORT = int(os.environ.get("TICKETSERVE_TEST_METRICS_PORT", "18080"))
+# Per-engine KV reservation, as a fraction of RAM: several engines share this machine.
+CLASSIFY_KV_FRACTION = 0.1
+GENERATE_KV_FRACTION = 0.15
+REVIEW_DIR = Path(tempfile.gettempdir()) / "ticketserve-test-review"
+
+# Many tests share one graph and send the same texts from one address: limits that
+# cannot fire there; the rate-limit tests deploy their own strict graph.
+LENIENT_ANTISPAM = {
+    "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 10_000}, "standard": {"requests_per_s": 10_000}}},
+    "duplicates": {"max_repeats": 10_000},
+}
+
+
+def long_ticket(chars: int) -> str:
+    """Real, non-repetitive text of about `chars` characters: bundled tickets one after
+    another (a ticket made by repeating one sentence is refused as repeated_words)."""
+    with open(BUNDLED_DATA, encoding="utf-8") as f:
+        return " ".join(row["text"] for row in csv.DictReader(f) if row["lang"] == "en")[:chars].strip()
+
+
+def classify_args(model_dir: str, **sections) -> dict:
+    """The CPU default graph on a real vLLM engine."""
+    return {
+        "antispam": LENIENT_ANTISPAM,
+        "model": {"engine": {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+        **sections,
+    }
+
+
+def fake_args(model_dir: str, **sections) -> dict:
+    """The same graph on the fake engine (deployments/fake_engine.py): the model's labels,
+    thresholds and tokenizer, answers from its pre-classifier, no vLLM."""
+    return {
+        "antispam": LENIENT_ANTISPAM,
+        "model": {"engine": {"mode": "fake", "model_dir": model_dir}},
+        **sections,
+    }
+
+
+def generate_args(model_dir: str, **sections) -> dict:
+    return {
+        "antispam": LENIENT_ANTISPAM,
+        "model": {
+            "engine": {"mode": "generate", "model_dir": model_dir, "gpu_memory_utilization": GENERATE_KV_FRACTION}
+        },
+        **sections,
+    }
+
+
+def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.Client:
+    """`options`: Serve options per deployment name, as serve_config.yaml's `deployments`."""
+    from deployments.config import AppConfig
+    from serve_app import bind_graph
+
+    # Each graph its own review queue file, outside the checkout.
+    review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
+    config = AppConfig.from_args({**args, "review": review})
+    serve.run(bind_graph(config, options), name=name, route_prefix=f"/{name}")
+    return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
+
+
+@contextlib.contextmanager
+def running(serve, name: str, args: dict, options: dict | None = None):
+    """A graph of its own for a test module: deployed, healthy, deleted afterwards."""
+    client = deploy(serve, name, args, options)
+    try:
+        wait_healthy(client)
+        yield client
+    finally:
+        client.close()
+        serve.delete(name)
+
+
+def wait_healthy(client: httpx.Client, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if client.get("/healthz").status_code == 200:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{client.base_url} not healthy after {timeout_s}s")

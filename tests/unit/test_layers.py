@@ -1,0 +1,48 @@
+"""The pure rooms stay pure: policies/ and kv_partition/ take a snapshot and return a
+decision, so they import no serving, HTTP or engine library (imports inside functions
+included) and read no wall clock."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PURE = ("policies", "kv_partition")
+FORBIDDEN = {"ray", "fastapi", "starlette", "httpx", "aiohttp", "vllm", "requests", "torch"}
+
+
+def pure_files() -> list[Path]:
+    return sorted(p for room in PURE for p in (ROOT / room).rglob("*.py"))
+
+
+def imported(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", pure_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_pure_rooms_import_no_serving_http_or_engine_library(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert not imported(tree) & FORBIDDEN, f"{path.relative_to(ROOT)} imports {sorted(imported(tree) & FORBIDDEN)}"
+    clocks = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "time"
+        and node.attr in ("time", "monotonic", "perf_counter")
+    ]
+    assert not clocks, f"{path.relative_to(ROOT)} reads the clock at lines {clocks}: take `now` instead"
+
+
+def test_the_check_sees_an_import_inside_a_function():
+    tree = ast.parse("def f():\n    from ray import serve\n    import vllm.config\n")
+    assert imported(tree) == {"ray", "vllm"}
