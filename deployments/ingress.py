@@ -36,6 +36,7 @@ from deployments.api import (
     describe_validation_errors,
     normalize_text,
 )
+from deployments.canary import NoCanary
 from deployments.config import AdminConfig, IngressConfig, ReviewConfig
 from deployments.local import InProcessEdge
 from models.artifacts import OUT_OF_SCOPE
@@ -326,10 +327,10 @@ class Ingress:
         return controller
 
     async def _rollout(self, action: str, *args: Any) -> dict[str, Any]:
-        controller = self._controller()
-        if (await controller.state.remote())["status"] == "none":
-            raise ApiError(409, "no_canary", "no canary model is deployed (rollout.canary_model_dir is null)")
-        return await getattr(controller, action).remote(*args)
+        try:
+            return await getattr(self._controller(), action).remote(*args)
+        except NoCanary as e:
+            raise ApiError(409, "no_canary", str(e)) from None
 
     async def admin_rollout_split(
         self, request: Request, body: Any = Body(None, description=SplitRequest.__doc__)

@@ -12,7 +12,6 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ray import serve
@@ -22,7 +21,6 @@ from ray.serve.metrics import Counter, Gauge
 from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.config import FaultConfig, KVCacheConfig, ModelReplicaConfig
 from deployments.engines import (
-    EngineConfig,
     Prediction,
     TicketEngine,
     TokenizerInfo,
@@ -33,7 +31,6 @@ from deployments.limiter import AdjustableLimit
 from deployments.resources import accelerator_memory_gib, read_resources
 from models.artifacts import OUT_OF_SCOPE
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
-from policies.breaker import Resources
 from policies.reclaim import ReclaimDecision, ReclaimMonitor
 from policies.window import LatencyWindow
 
@@ -64,18 +61,15 @@ class ModelReplica:
         breaker: DeploymentHandle | None = None,
         kv_manager: DeploymentHandle | None = None,
         kv_cache: KVCacheConfig | None = None,
-        engine_factory: Callable[[EngineConfig, str], TicketEngine] = start_engine,
-        clock: Callable[[], float] = time.monotonic,
-        resources: Callable[[], Resources] = read_resources,
     ):
         self._config = config
         self._breaker = breaker
-        self._clock = clock
-        self._resources = resources
+        self._clock = time.monotonic
         self._faults = config.faults
         self._random = random.Random(0)
-        self._engine = engine_factory(config.engine, config.engine.model_dir)
-        now = clock()
+        # The engine class follows config.engine.mode (vLLM's, or the fake for graph tests).
+        self._engine = start_engine(config.engine, config.engine.model_dir)
+        now = self._clock()
         cap = batch_cap(config.batching, accelerator_memory_gib(), self._engine.batch_capacity())
         self._batching = AdaptiveBatchSize(config.batching, cap, now)
         self._limit = AdjustableLimit(self._batching.size)
@@ -183,7 +177,7 @@ class ModelReplica:
 
     async def _control_step(self) -> None:
         now = self._clock()
-        readings = self._resources()
+        readings = read_resources()
         pressure = (readings.memory_percent or 0.0) / 100
         self._memory.set(pressure)
         self._efficiency.set(self._limit.active / self._limit.limit)

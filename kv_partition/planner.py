@@ -90,10 +90,6 @@ class KVPlan:
     max_batch: int  # sequences of `tokens_per_sequence` that fit at once
     kv_cache_dtype: str | None  # one dtype vLLM can take; None if the ranges mix dtypes
 
-    @property
-    def budget_gib(self) -> float:
-        return self.budget_bytes / GIB
-
     def engine_args(self) -> dict:
         """vLLM AsyncEngineArgs fields for this plan (`kv_cache_memory_bytes` pins the KV
         size instead of a gpu_memory_utilization fraction)."""

@@ -129,7 +129,13 @@ def verdict(stage_rows: list[dict], invalid: int, judged_users: int, max_p99_ms:
     1000 users, scaled; heavier stages are reported, not judged), and no contract breach."""
     checks = []
     for s in stage_rows:
-        if s["users"] > judged_users or not s["tickets"]:
+        if s["users"] > judged_users:
+            continue
+        if not s["tickets"]:
+            # Nothing answered for a whole stage is an outage, not a stage with no figures.
+            checks.append(
+                {"stage": s["stage"], "users": s["users"], "check": "answers", "value": 0, "limit": 1, "passed": False}
+            )
             continue
         checks.append(
             {
@@ -152,6 +158,20 @@ def verdict(stage_rows: list[dict], invalid: int, judged_users: int, max_p99_ms:
             }
         )
     checks.append({"check": "invalid_responses", "value": invalid, "limit": 0, "passed": invalid == 0})
+    return {"passed": all(c["passed"] for c in checks), "checks": checks}
+
+
+def suite_verdict(expected: list[str], verdicts: dict[str, dict], exit_codes: dict[str, int | None]) -> dict:
+    """The load suite's exit: every expected target left records and passed its verdict,
+    and its load generator exited 0. A target that wrote no records fails the suite."""
+    checks = []
+    for target in expected:
+        v = verdicts.get(target)
+        checks.append({"check": f"{target} records", "passed": v is not None})
+        if v is not None:
+            checks.append({"check": f"{target} verdict", "passed": v["passed"]})
+        code = exit_codes.get(target)
+        checks.append({"check": f"{target} load generator exit code", "value": code, "passed": code == 0})
     return {"passed": all(c["passed"] for c in checks), "checks": checks}
 
 

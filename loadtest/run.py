@@ -45,6 +45,7 @@ from loadtest.report import (
     plot,
     read_records,
     stages,
+    suite_verdict,
     sustained,
     verdict,
 )
@@ -94,8 +95,11 @@ def main() -> int:
                 if started_ray is None:  # not before: the peers run without Ray beside them
                     started_ray = _ensure_ray(env, args.metrics_port)
                 config = _graph_config(args.config, GRAPH_TARGETS[target], out / f"serve_config.{target}.yaml")
+                deployed = time.time()
                 _run(["serve", "deploy", str(config)], env)
                 try:
+                    # /healthz alone may still be the graph that answered before the deploy.
+                    _wait_deployed(env, deployed, 600)
                     _wait_healthy(f"{SERVE_URL}/healthz", 600)
                     sampler = MetricsSampler(args.metrics_port)
                     sampler.start()
@@ -130,7 +134,14 @@ def main() -> int:
         if started_ray:
             _run(["ray", "stop"], env)
     summary = report(args, targets, out, offline, exit_codes)
-    return 0 if summary.get("verdict", {}).get("passed", True) else 1
+    graphs = [t for t in targets if t in GRAPH_TARGETS]
+    result = suite_verdict(
+        graphs, {t: summary["targets"][t]["verdict"] for t in graphs if t in summary["targets"]}, exit_codes
+    )
+    for check in result["checks"]:
+        if not check["passed"]:
+            print(f"FAIL: {check['check']} ({check.get('value')})", flush=True)
+    return 0 if result["passed"] else 1
 
 
 def report(args, targets: list[str], out: Path, offline: dict | None, exit_codes: dict) -> dict:
@@ -305,6 +316,20 @@ def _graph_config(base: Path, edge_override: dict, path: Path) -> Path:
     app["args"] = merged(app.get("args", {}), edge_override)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def _wait_deployed(env: dict, since: float, timeout_s: float) -> None:
+    """Until `serve status` shows every application deployed after `since` and RUNNING."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = subprocess.run(["serve", "status"], env=env, capture_output=True, text=True, check=False)
+        apps = (yaml.safe_load(status.stdout) or {}).get("applications") or {} if status.returncode == 0 else {}
+        if apps and all(
+            a.get("status") == "RUNNING" and a.get("last_deployed_time_s", 0) >= since - 1 for a in apps.values()
+        ):
+            return
+        time.sleep(2)
+    raise RuntimeError(f"the deployed config was not running after {timeout_s:.0f} s (serve status)")
 
 
 def _wait_healthy(url: str, timeout_s: float) -> None:

@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policies.adaptive import AdaptiveThreshold, AdaptiveThresholdConfig
 
-RULES = ("repeated_chars", "repeated_words", "low_entropy", "random_string")
-
 _WORD = re.compile(r"\w+")
 _LATIN_WORD = re.compile(r"[a-z]+")
 _LATIN_TOKEN = re.compile(r"[a-z0-9]+")

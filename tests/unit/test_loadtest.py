@@ -18,6 +18,7 @@ from loadtest.report import (
     stage_users,
     stages,
     summarize,
+    suite_verdict,
     sustained,
     verdict,
     write_records,
@@ -129,6 +130,27 @@ def test_verdict_judges_stages_up_to_the_seeds_concurrency():
     assert not failed["passed"]
     assert {c["check"] for c in failed["checks"] if not c["passed"]} == {"p99_ms", "error_rate"}
     assert not verdict(rows, 1, judged_users=1, max_p99_ms=2000, max_error_rate=0.005)["passed"]
+
+
+def test_a_stage_with_no_answers_fails_the_verdict():
+    # Only the first stage's tickets: the second stage (5 users) answered nothing at all.
+    rows = stages([r for r in _records() if r.t_s < 10], [1, 5], 10)
+    assert rows[1]["tickets"] == 0
+    assert verdict(rows, 0, judged_users=1, max_p99_ms=2000, max_error_rate=0.005)["passed"]
+    failed = verdict(rows, 0, judged_users=5, max_p99_ms=2000, max_error_rate=0.005)
+    assert [c["check"] for c in failed["checks"] if not c["passed"]] == ["answers"]
+
+
+def test_the_suite_fails_on_a_target_without_records_or_a_failed_load_generator():
+    ok = {"passed": True}
+    assert suite_verdict(
+        ["graph", "graph_edge_off"], {"graph": ok, "graph_edge_off": ok}, {"graph": 0, "graph_edge_off": 0}
+    )["passed"]
+    missing = suite_verdict(["graph", "graph_edge_off"], {"graph": ok}, {"graph": 0, "graph_edge_off": 0})
+    assert [c["check"] for c in missing["checks"] if not c["passed"]] == ["graph_edge_off records"]
+    crashed = suite_verdict(["graph"], {"graph": ok}, {"graph": 1})
+    assert [c["check"] for c in crashed["checks"] if not c["passed"]] == ["graph load generator exit code"]
+    assert not suite_verdict(["graph"], {"graph": {"passed": False}}, {"graph": 0})["passed"]
 
 
 def test_abuse_and_summary_keep_spam_apart():
