@@ -100,6 +100,9 @@ class EdgeConfig(_Strict):
     templates_file: ProjectPath = Field("config/templates.yaml", description="template rules (relative: project root)")
     cache_enabled: bool = Field(True, description="answer repeated tickets from model answers (route cache)")
     cache_max_entries: int = Field(100_000, gt=0, description="result cache size, least recently used evicted")
+    cache_max_bytes: int = Field(
+        64 * 1024**2, gt=0, description="result cache memory bound (texts kept as 16-byte digests), LRU evicted"
+    )
     cache_ttl_s: float = Field(3600.0, gt=0, description="result cache entry lifetime")
     pre_classifier_enabled: bool = Field(True, description="answer confident simple tickets at the edge")
     pre_classifier_min_confidence: float | None = Field(

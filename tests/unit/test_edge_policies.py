@@ -50,6 +50,31 @@ def test_lru_ttl_cache():
         LruTtlCache(0, 1)
 
 
+def test_lru_ttl_cache_bounded_in_bytes():
+    cache = LruTtlCache(max_entries=100, ttl_s=10, max_bytes=10, size_of=lambda k, v: len(v))
+    cache.put("a", "xxxx", now=0)
+    cache.put("b", "yyyy", now=0)
+    cache.put("a", "zz", now=1)  # a replaced entry gives its bytes back: 6 in all
+    assert (cache.bytes, len(cache)) == (6, 2)
+    cache.put("c", "wwwww", now=2)  # 11 > 10: the least recent (b) goes
+    assert cache.get_stale("b") is None and cache.bytes == 7 and cache.evicted == 1
+    cache.clear()
+    assert cache.bytes == 0
+    with pytest.raises(ValueError, match="go together"):
+        LruTtlCache(10, 1, max_bytes=10)
+
+
+def test_the_result_cache_keys_a_ticket_by_digest():
+    from deployments.api import Ticket
+    from deployments.edge_router import _cache_entry_bytes, _cache_key
+
+    short = _cache_key(Ticket(text="where is my order", request_id="r", tenant="acme"), "v1")
+    long = _cache_key(Ticket(text="where is my order " * 500, request_id="r", tenant="acme"), "v1")
+    assert short != long and len(short[1]) == len(long[1]) == 16
+    assert _cache_entry_bytes(short, ("order_status", 0.9)) == _cache_entry_bytes(long, ("order_status", 0.9))
+    assert _cache_key(Ticket(text="where is my order", request_id="r", tenant="globex"), "v1") != short
+
+
 def test_bundled_templates():
     templates = TemplateSet.from_yaml(PROJECT_ROOT / "config" / "templates.yaml")
     assert templates.match("I forgot my password", "en").intent == "password_reset"
