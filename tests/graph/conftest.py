@@ -9,10 +9,12 @@ import pytest
 from tests.harness import deploy, fake_args, wait_healthy
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def app(ray_serve, default_model_dir) -> httpx.Client:
-    """The CPU default graph on the fake engine."""
+    """The CPU default graph on the fake engine, gone before the real-vLLM tier starts:
+    its replicas' control loops would take CPU from that tier's timing-sensitive tests."""
     client = deploy(ray_serve, "fake-main", fake_args(default_model_dir))
     wait_healthy(client)
     yield client
     client.close()
+    ray_serve.delete("fake-main")

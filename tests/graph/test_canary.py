@@ -30,7 +30,7 @@ TEXTS = [
 
 
 def rollout_args(model_dir: str, canary_dir: Path, state: Path, **rollout) -> dict:
-    return fake_args(
+    args = fake_args(
         model_dir,
         edge={**EDGE_OFF, "cache_enabled": True},  # every ticket reaches a model side; repeats hit the cache
         admin={"token": TOKEN},
@@ -43,6 +43,10 @@ def rollout_args(model_dir: str, canary_dir: Path, state: Path, **rollout) -> di
             **rollout,
         },
     )
+    # A model's latency, not a stand-in's 5 ms: the judge compares the sides' P99s, and at
+    # 5 ms one scheduling hiccup on a busy machine is a 10x ratio.
+    args["model"]["engine"]["fake_latency_ms"] = 50
+    return args
 
 
 def rollout(client) -> dict:
@@ -112,8 +116,11 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
         assert [a["route"] for a in again] == ["model", "model"]  # the demoted side is never served from cache
         after = [classify(client, f"{TEXTS[2]} (order {i})", f"a-{i}") for i in range(10)]
         assert {a["model_version"] for a in after} == {stable}
-        totals = rollout(client)["totals"]  # the shadow copies' comparisons, sent by the callers' sync loop
-        assert totals["compared"] >= 10 and totals["agreed"] < totals["compared"]
+        # The shadow copies' comparisons, sent by the callers' sync loop. Not necessarily all
+        # ten: the judge's golden run (58 tickets, milliseconds on the fake engine) may roll
+        # back before the last shadowed ticket is sent.
+        totals = rollout(client)["totals"]
+        assert totals["compared"] >= 1 and totals["agreed"] < totals["compared"]
 
         # A restarted controller keeps the rollback: the same canary does not come back.
         name = next(
@@ -129,8 +136,10 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
 
 
 def test_a_good_canary_is_promoted_to_all_traffic(ray_serve, default_model_dir, models, tmp_path):
-    # Hold long enough at 50 % to check the split before the first promotion.
-    policy = {**POLICY, "start_percent": 50, "step_percent": 50, "hold_s": 8}
+    # Hold long enough at 50 % to check the split before the first promotion. The hold
+    # counts from the controller's start, which comes well before the slowest replica of
+    # the graph is up (20-30 s here), and the fake engine's golden run is over at once.
+    policy = {**POLICY, "start_percent": 50, "step_percent": 50, "hold_s": 45}
     args = rollout_args(default_model_dir, models["copy"], tmp_path / "canary.json", policy=policy)
     with running(ray_serve, "canary_good", args) as client:
         start = rollout(client)
