@@ -110,6 +110,17 @@ def judge(url: str) -> dict:
             [{"text": i.text, "lang": i.lang, "user_id": "quality", "ticket_id": f"g{n}"} for n, i in enumerate(items)],
         )
     )
+    oos = {
+        name: (len(rows), asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])))
+        for name, rows in out_of_scope_sets().items()
+    }
+    return score(items, answers, oos)
+
+
+def score(items: list, answers: list[dict | None], oos: dict[str, tuple[int, list[dict | None]]]) -> dict:
+    """The figures of one system from its answers (None: not answered) to the golden items
+    and to each out-of-scope set (set name -> (rows sent, answers)). Template answers
+    (confidence 1 by rule) stay out of the calibration error."""
     result = golden.score(items, answers)
     right = [a for i, a in zip(items, answers) if a and a["label"] == i.intent]
     conf, ok = [], []
@@ -117,13 +128,11 @@ def judge(url: str) -> dict:
         if answer and answer["route"] != "template":
             conf.append(answer["confidence"])
             ok.append(answer["label"] == item.intent)
-    oos = {}
-    for name, rows in out_of_scope_sets().items():
-        got = [
-            a for a in asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])) if a
-        ]
-        oos[name] = {
-            "n": len(rows),
+    out = {}
+    for name, (sent, answered) in oos.items():
+        got = [a for a in answered if a]
+        out[name] = {
+            "n": sent,
             "answered": len(got),
             "labelled_out_of_scope": _share([a["label"] == OUT_OF_SCOPE for a in got]),
             "flagged": _share([flagged(a) for a in got]),
@@ -136,7 +145,7 @@ def judge(url: str) -> dict:
     return {
         "golden": {k: result[k] for k in ("tickets", "answered", "accuracy", "by_lang", "by_case", "route_agreement")},
         "golden_right_flagged": _share([flagged(a) for a in right]),
-        "out_of_scope": oos,
+        "out_of_scope": out,
         "served_ece": round(answer_calibration_error(np.array(conf), np.array(ok)), 4),
         "served_answers_judged": len(conf),
     }
@@ -195,38 +204,21 @@ def frozen_baseline(base: str = "e5-small") -> dict:
 
     def answer(texts: list[str]) -> list[dict]:
         probs = clf.predict_proba(embed(texts, base))
-        return [{"label": clf.classes_[p.argmax()], "confidence": float(p.max())} for p in probs]
+        return [{"label": clf.classes_[p.argmax()], "confidence": float(p.max()), "route": "model"} for p in probs]
 
     val_answers = answer([t for t, _, _ in val])
     threshold = review_threshold(
         np.array([a["confidence"] for a, (_, lab, _) in zip(val_answers, val) if a["label"] == lab != OUT_OF_SCOPE])
     )
+
+    def reviewed(texts: list[str]) -> list[dict]:
+        return [{**a, "needs_review": a["confidence"] < threshold} for a in answer(texts)]
+
     items = golden.load()
-    answers = answer([i.text for i in items])
-    for a in answers:
-        a["route"], a["needs_review"] = "model", a["confidence"] < threshold
-    result = golden.score(items, answers)
-    right = [a for i, a in zip(items, answers) if a["label"] == i.intent]
-    conf = [a["confidence"] for a in answers]
-    ok = [a["label"] == i.intent for i, a in zip(items, answers)]
-    oos = {}
-    for name, set_rows in out_of_scope_sets().items():
-        got = answer([t for t, _ in set_rows])
-        for a in got:
-            a["needs_review"] = a["confidence"] < threshold
-        oos[name] = {
-            "n": len(set_rows),
-            "labelled_out_of_scope": _share([a["label"] == OUT_OF_SCOPE for a in got]),
-            "flagged": _share([flagged(a) for a in got]),
-        }
-        conf += [a["confidence"] for a in got]
-        ok += [a["label"] == OUT_OF_SCOPE for a in got]
+    oos = {name: (len(rows), reviewed([t for t, _ in rows])) for name, rows in out_of_scope_sets().items()}
     return {
         "model_version": f"frozen {base} + logistic regression, offline",
-        "golden": {k: result[k] for k in ("tickets", "answered", "accuracy", "by_lang", "by_case")},
-        "golden_right_flagged": _share([flagged(a) for a in right]),
-        "out_of_scope": oos,
-        "served_ece": round(answer_calibration_error(np.array(conf), np.array(ok)), 4),
+        **score(items, reviewed([i.text for i in items]), oos),
         "served_cpu": {"cpu_ms_per_ticket": float("nan")},
     }
 

@@ -12,7 +12,7 @@ from models.build import BUNDLED_DATA, BUNDLED_INTENTS, DEFAULT_OUT, TrainSettin
 from models.tiny_decoder import build_tiny_decoder
 from tests.harness import HTTP_PORT, METRICS_PORT
 
-TIERS = {"unit": "unit", "graph": "graph", "integration": "integration"}
+TIERS = ("unit", "graph", "integration")  # folder = marker
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = Path(item.fspath).relative_to(root).parts[0]
         if folder in TIERS:
-            item.add_marker(getattr(pytest.mark, TIERS[folder]))
+            item.add_marker(getattr(pytest.mark, folder))
 
 
 @pytest.fixture(scope="session")
