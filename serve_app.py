@@ -10,6 +10,7 @@ from deployments import (
     breaker,
     canary,
     edge_router,
+    http_app,
     ingress,
     kv_manager,
     model_replica,
@@ -19,7 +20,7 @@ from deployments import (
     tokenizer,
 )
 from deployments.config import AppConfig
-from deployments.local import InProcessEdge
+from deployments.in_process import InProcessEdge
 
 MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review, canary)
 # The canary side is a second deployment of ModelReplica under its own name.
@@ -51,50 +52,69 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         return serve.deployment(cls, **{**defaults, **options.get(defaults["name"], {})})
 
     model_dir = config.model.engine.model_dir
-    shared_breaker = deployment(breaker.Breaker, breaker.DEFAULT_OPTIONS).bind(config.breaker)
+    shared_breaker = deployment(breaker.Breaker, breaker.DEFAULT_OPTIONS).bind(config=config.breaker)
     model_options, kv = model_replica.DEFAULT_OPTIONS, None
     if config.kv_cache.enabled:
-        kv = deployment(kv_manager.KVCacheManager, kv_manager.DEFAULT_OPTIONS).bind(config.kv_cache)
+        kv = deployment(kv_manager.KVCacheManager, kv_manager.DEFAULT_OPTIONS).bind(config=config.kv_cache)
         if config.kv_cache.affinity_routing:
             model_options = {**model_options, "request_router_config": prefix_router.router_config(config.kv_cache)}
     model = deployment(model_replica.ModelReplica, model_options).bind(
-        config.model, shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
+        config=config.model, breaker=shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
     )
     optional = {"kv_cache_manager": kv} if kv is not None else {}
     if config.review.enabled:
-        optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config.review)
+        optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config=config.review)
     side = None
     if config.rollout.canary_model_dir is not None:
         # Same replica class and settings, the canary's model; Serve's default router, no KV manager.
         engine = config.model.engine.model_copy(update={"model_dir": config.rollout.canary_model_dir})
         side = deployment(model_replica.ModelReplica, {**model_replica.DEFAULT_OPTIONS, "name": CANARY_MODEL}).bind(
-            config.model.model_copy(update={"engine": engine})
+            config=config.model.model_copy(update={"engine": engine})
         )
         optional["canary_model"] = side
-    controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(config.rollout, model, side)
+    controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(
+        config=config.rollout, stable=model, canary=side
+    )
     optional["canary_controller"] = controller
-    limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config.antispam)
-    front = deployment(ingress.make_ingress(), ingress.DEFAULT_OPTIONS)
+    limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config=config.antispam)
+    front = deployment(http_app.make_ingress(ingress.Ingress, config.admin), ingress.DEFAULT_OPTIONS)
     if config.topology == "fused":
         stages = InProcessEdge(
-            config.antispam, config.edge, config.tokenizer, config.breaker, config.retry, model_dir, config.rollout
+            antispam=config.antispam,
+            edge=config.edge,
+            tokenizer=config.tokenizer,
+            breaker=config.breaker,
+            retry=config.retry,
+            model_dir=model_dir,
+            rollout=config.rollout,
         )
         nodes = {"rate_limiter": limiter, "model": model, **optional}
-        return front.bind(config.ingress, None, nodes, stages, shared_breaker, config.review, config.admin)
-    tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(config.tokenizer, model, model_dir)
-    edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
-        config.edge,
-        tok,
-        model,
-        model_dir,
-        shared_breaker,
-        config.breaker,
-        config.retry,
-        controller,
-        side,
-        config.rollout,
+        return front.bind(
+            config=config.ingress,
+            first=None,
+            nodes=nodes,
+            in_process=stages,
+            breaker=shared_breaker,
+            review=config.review,
+        )
+    tok = deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(
+        config=config.tokenizer, model=model, model_dir=model_dir
     )
-    spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(config.antispam, limiter, edge)
+    edge = deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
+        config=config.edge,
+        tokenizer=tok,
+        model=model,
+        model_dir=model_dir,
+        breaker=shared_breaker,
+        breaker_config=config.breaker,
+        retry=config.retry,
+        controller=controller,
+        canary=side,
+        rollout=config.rollout,
+    )
+    spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(
+        config=config.antispam, limiter=limiter, next_node=edge
+    )
     nodes = {
         "antispam": spam,
         "rate_limiter": limiter,
@@ -103,4 +123,4 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         "model": model,
         **optional,
     }
-    return front.bind(config.ingress, spam, nodes, None, None, config.review, config.admin)
+    return front.bind(config=config.ingress, first=spam, nodes=nodes, review=config.review)

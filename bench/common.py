@@ -179,7 +179,7 @@ def start_serve(port: int) -> None:
     import ray
     from ray import serve
 
-    from deployments.runtime import apply_ray_env
+    from deployments.ray_env import apply_ray_env
 
     apply_ray_env()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)

@@ -283,7 +283,7 @@ def model_reference(app: str, texts: list[str]) -> dict[str, str]:
 
     model = serve.get_deployment_handle("ModelReplica", app)
     responses = {t: model.predict.remote(t, f"reference-{i}") for i, t in enumerate(texts)}
-    return {t: r.result()["label"] for t, r in responses.items()}
+    return {t: r.result().label for t, r in responses.items()}
 
 
 def mix_report(records: list[dict], reference: dict[str, str], seconds: float) -> tuple[list[dict], list[dict], dict]:

@@ -75,6 +75,16 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class ModelAnswer:
+    """A model replica's answer to one prompt."""
+
+    label: str
+    confidence: float
+    model_version: str
+    side: Literal["stable", "canary"] = "stable"  # the model side that answered (canary rollouts)
+
+
+@dataclass(frozen=True)
 class Refusal:
     """A node's refusal, returned rather than raised: exceptions crossing Ray lose their
     fields and get logged with tracebacks, and a refusal is an answer, not a failure."""

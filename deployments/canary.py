@@ -1,4 +1,5 @@
-"""Blue-green model sides: the canary controller (one actor) and its callers' view of it.
+"""Blue-green model sides: the canary controller (one actor). Its callers' side is
+deployments/canary_view.py; the state machine is policies/rollout.py.
 
 The controller owns the rollout: the canary's share of tickets, shadow mode, and the
 judge (policies.canary) that rolls the canary back or promotes it. It learns the live
@@ -12,19 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
 
 from deployments.config import RolloutConfig
 from models.golden import GoldenItem, load
-from policies.canary import COLORS, CanaryStats, Decision, Side, judge, side_for
+from policies.canary import COLORS, CanaryStats, Decision, Side, judge
+from policies.rollout import Change, Rollout, Split, SyncReport
 from policies.window import nearest_rank
 
 logger = logging.getLogger("ray.serve")
@@ -35,11 +38,7 @@ DEFAULT_OPTIONS = {
     "max_ongoing_requests": 1024,
     "ray_actor_options": {"num_cpus": 0},
 }
-# "none": no canary model; "idle": one is deployed at 0 %; "rolled_back": the judge or an
-# operator took it to 0 % (its cached answers are dropped and never cached again).
-Status = Literal["none", "idle", "rolling", "rolled_back", "complete"]
 LATENCY_SAMPLES = 10_000
-HISTORY = 50
 GOLDEN_CONCURRENCY = 8
 
 
@@ -54,12 +53,12 @@ class _Live:
         self.compared = 0
         self.agreed = 0
 
-    def add(self, report: dict[str, Any]) -> None:
-        for side in COLORS:
-            self.latency_ms[side].extend(report.get(f"{side}_ms", ()))
-        self.canary_errors += report.get("canary_errors", 0)
-        self.compared += report.get("compared", 0)
-        self.agreed += report.get("agreed", 0)
+    def add(self, report: SyncReport) -> None:
+        self.latency_ms["stable"].extend(report.stable_ms)
+        self.latency_ms["canary"].extend(report.canary_ms)
+        self.canary_errors += report.canary_errors
+        self.compared += report.compared
+        self.agreed += report.agreed
 
 
 def golden_sample(items: list[GoldenItem], count: int) -> list[GoldenItem]:
@@ -88,16 +87,11 @@ class CanaryController:
         }
         self._golden_items = golden_sample(load(Path(config.golden_file)), config.golden_tickets)
         self._golden: dict[str, Any] | None = None
-        self._epoch = 0
-        self._generation = 0
-        self._history: collections.deque[dict[str, Any]] = collections.deque(maxlen=HISTORY)
         self._totals = collections.Counter[str]()
-        self._percent, self._shadow, self._status = 0.0, False, "none"
-        if canary is not None:
-            self._percent, self._shadow = config.policy.start_percent, config.shadow
-            self._status = "rolling" if self._percent > 0 else "idle"
-            self._restore()
-        self._started = self._since = clock()
+        self._rollout = Rollout(self._versions["canary"], config.policy.start_percent, config.shadow, clock())
+        if (saved := self._load()) is not None:
+            self._rollout.restore(saved)
+        self._started = clock()
         self._live = _Live()
         self._percent_gauge = Gauge("canary_percent", description="Share of tickets routed to the canary side, 0-100.")
         self._decisions = Counter(
@@ -108,70 +102,61 @@ class CanaryController:
         self._golden_accuracy = Gauge(
             "canary_golden_accuracy", description="Golden-set accuracy of each model side.", tag_keys=("side",)
         )
-        self._percent_gauge.set(self._percent)
+        self._percent_gauge.set(self._rollout.percent)
         self._loop = asyncio.get_running_loop().create_task(self._judge_loop()) if judge_loop and canary else None
 
     # --- callers ---
 
-    def sync(self, report: dict[str, Any]) -> dict[str, Any]:
+    def sync(self, report: SyncReport) -> Split:
         """A view's figures since its last sync; answers the split it must apply now.
         Figures gathered under an older split are dropped: they belong to another share."""
-        if report.get("generation") == self._generation:
+        if report.generation == self._rollout.generation:
             self._live.add(report)
-        for key in ("canary_errors", "compared", "agreed"):
-            self._totals[key] += report.get(key, 0)
-        for side in COLORS:
-            self._totals[f"{side}_answers"] += len(report.get(f"{side}_ms", ()))
-        return self._split()
-
-    def _split(self) -> dict[str, Any]:
-        return {
-            "percent": self._percent,
-            "shadow": self._shadow,
-            "status": self._status,
-            "epoch": self._epoch,
-            "generation": self._generation,
-            "canary_version": self._versions["canary"],
-        }
+        self._totals.update(
+            canary_errors=report.canary_errors,
+            compared=report.compared,
+            agreed=report.agreed,
+            stable_answers=len(report.stable_ms),
+            canary_answers=len(report.canary_ms),
+        )
+        return self._rollout.split()
 
     # --- operators (the /admin API) ---
 
     def state(self) -> dict[str, Any]:
         stats = self._stats()
+        now = self._clock()
         return {
-            **self._split(),
+            **dataclasses.asdict(self._rollout.split()),
             "stable_version": self._versions["stable"],
-            "since_s": round(self._clock() - self._since, 1),
-            "uptime_s": round(self._clock() - self._started, 1),
+            "since_s": round(now - self._rollout.since, 1),
+            "uptime_s": round(now - self._started, 1),
             "live": {k: v for k, v in vars(stats).items() if not k.startswith("golden")},
             "golden": self._golden,
             "totals": dict(self._totals),
-            "history": list(self._history),
+            "history": [dataclasses.asdict(c) for c in self._rollout.history],
         }
 
     def set_split(self, percent: float | None = None, shadow: bool | None = None) -> dict[str, Any]:
         self._require_canary()
-        new_percent = self._percent if percent is None else percent
-        status = "rolling" if new_percent > 0 else "idle"
-        self._change(new_percent, self._shadow if shadow is None else shadow, status, "set", "operator")
+        self._changed(self._rollout.set_split(percent, shadow, self._clock(), self._wall()))
         return self.state()
 
     def promote(self) -> dict[str, Any]:
         """One step now, without waiting for the hold time or the samples."""
         self._require_canary()
-        step = min(100.0, max(self._percent, 0.0) + self._config.policy.step_percent)
-        self._change(step, False, "rolling", "promote", "operator")
+        step = self._config.policy.step_percent
+        self._changed(self._rollout.promote(step, "operator", self._clock(), self._wall()))
         return self.state()
 
     def rollback(self, reason: str = "operator") -> dict[str, Any]:
         self._require_canary()
-        self._roll_back(reason)
+        self._changed(self._rollout.rollback(reason, self._clock(), self._wall()))
         return self.state()
 
     def flush_caches(self) -> dict[str, Any]:
         """Every edge router drops its result cache at its next sync."""
-        self._epoch += 1
-        return {"epoch": self._epoch, "applies_within_ms": self._config.sync_interval_ms}
+        return {"epoch": self._rollout.flush_caches(), "applies_within_ms": self._config.sync_interval_ms}
 
     async def ping(self) -> str:
         return "ok"
@@ -179,20 +164,14 @@ class CanaryController:
     # --- judging ---
 
     async def judge_once(self) -> Decision | None:
-        if self._canary is None or self._status not in ("rolling",):
+        if not self._rollout.judged:
             return None
         if self._golden is None or self._golden["versions"] != self._versions:
             self._golden = await self._ask_golden()
-        decision = judge(self._config.policy, self._stats(), self._percent, self._since, self._clock())
-        if decision.action == "rollback":
-            self._roll_back(decision.reason)
-        elif decision.action == "promote" and self._shadow:
-            # A shadow's answers never reached a customer: going live is an operator's call.
-            return Decision("hold", self._percent, f"checks held in shadow mode ({decision.reason})")
-        elif decision.action == "promote":
-            self._change(decision.canary_percent, False, "rolling", "promote", decision.reason)
-        elif decision.action == "complete":
-            self._change(100.0, False, "complete", "complete", decision.reason)
+        r = self._rollout
+        decision = judge(self._config.policy, self._stats(), r.percent, r.since, self._clock())
+        decision, change = r.apply(decision, self._clock(), self._wall())
+        self._changed(change)
         return decision
 
     async def _judge_loop(self) -> None:
@@ -206,11 +185,12 @@ class CanaryController:
     async def _ask_golden(self) -> dict[str, Any]:
         """Both sides answer the golden sample (raw text: each tokenizes its own way)."""
         limit = asyncio.Semaphore(GOLDEN_CONCURRENCY)
+        generation = self._rollout.generation
 
         async def ask(handle: DeploymentHandle, side: str, i: int, text: str) -> str | None:
             async with limit:
                 try:
-                    return (await handle.predict.remote(text, f"golden-{side}-{self._generation}-{i}"))["label"]
+                    return (await handle.predict.remote(text, f"golden-{side}-{generation}-{i}")).label
                 except Exception:
                     return None
 
@@ -253,28 +233,16 @@ class CanaryController:
 
     # --- state changes ---
 
-    def _roll_back(self, reason: str) -> None:
-        logger.warning("canary %s rolled back: %s", self._versions["canary"], reason)
-        self._epoch += 1  # its cached answers go everywhere
-        self._change(0.0, False, "rolled_back", "rollback", reason)
-
-    def _change(self, percent: float, shadow: bool, status: Status, action: str, reason: str) -> None:
-        self._history.append(
-            {
-                "at_unix_s": round(self._wall(), 3),
-                "action": action,
-                "from_percent": self._percent,
-                "to_percent": percent,
-                "shadow": shadow,
-                "reason": reason,
-                "canary_version": self._versions["canary"],
-            }
-        )
-        if action != "set":
-            self._decisions.inc(tags={"action": action})
-        self._percent, self._shadow, self._status = percent, shadow, status
-        self._since, self._live, self._generation = self._clock(), _Live(), self._generation + 1
-        self._percent_gauge.set(percent)
+    def _changed(self, change: Change | None) -> None:
+        """A change starts a new count of live figures and is saved at once."""
+        if change is None:
+            return
+        if change.action == "rollback":
+            logger.warning("canary %s rolled back: %s", change.canary_version, change.reason)
+        if change.action != "set":
+            self._decisions.inc(tags={"action": change.action})
+        self._live = _Live()
+        self._percent_gauge.set(change.to_percent)
         self._save()
 
     def _require_canary(self) -> None:
@@ -284,124 +252,20 @@ class CanaryController:
     def _save(self) -> None:
         path = Path(self._config.state_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "canary_version": self._versions["canary"],
-            "percent": self._percent,
-            "shadow": self._shadow,
-            "status": self._status,
-            "history": list(self._history),
-        }
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
+        tmp.write_text(json.dumps(self._rollout.saved(), indent=1))
         tmp.replace(path)
 
-    def _restore(self) -> None:
-        """The saved rollout of this same canary version wins over the configured start:
-        a rolled-back canary must not come back because its controller restarted."""
+    def _load(self) -> dict[str, Any] | None:
         path = Path(self._config.state_path)
         try:
-            saved = json.loads(path.read_text())
+            return json.loads(path.read_text())
         except FileNotFoundError:
-            return
+            return None
         except (OSError, ValueError) as e:
             logger.warning("canary state %s unreadable, starting over: %s", path, e)
-            return
-        if saved.get("canary_version") != self._versions["canary"]:
-            return
-        self._percent, self._shadow, self._status = saved["percent"], saved["shadow"], saved["status"]
-        self._history.extend(saved.get("history", ()))
+            return None
 
 
 class NoCanary(Exception):
     """A rollout action without a canary model."""
-
-
-class CanaryView:
-    """A caller's copy of the split, refreshed every `sync_interval_s` by a loop that also
-    sends the caller's figures: a rollback or a cache flush reaches idle callers too.
-
-    Without the controller every ticket goes to stable: an unjudged canary takes no
-    customers. The cache epoch stays as last seen.
-    """
-
-    def __init__(
-        self,
-        controller: DeploymentHandle,
-        sync_interval_s: float,
-        timeout_s: float,
-        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-    ):
-        self._controller = controller
-        self._interval_s = sync_interval_s
-        self._timeout_s = timeout_s
-        self._sleep = sleep
-        self.split: dict[str, Any] = {
-            "percent": 0.0,
-            "shadow": False,
-            "status": "none",
-            "epoch": 0,
-            "generation": -1,
-            "canary_version": None,
-        }
-        self._report = self._empty()
-        self._loop: asyncio.Task | None = None
-        self.unreachable = 0
-
-    async def start(self) -> None:
-        """The first split before the first ticket, then the loop."""
-        await self.sync()
-        self._loop = asyncio.get_running_loop().create_task(self._sync_loop())
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.cancel()
-
-    def _empty(self) -> dict[str, Any]:
-        return {"stable_ms": [], "canary_ms": [], "canary_errors": 0, "compared": 0, "agreed": 0}
-
-    def route(self, ticket_key: str, color: str | None) -> tuple[Side, bool]:
-        """(side that answers, whether the canary also answers a shadow copy)."""
-        if self.split["canary_version"] is None:
-            return "stable", False
-        if color in COLORS:
-            return color, False  # type: ignore[return-value]
-        if side_for(ticket_key, self.split["percent"]) == "stable":
-            return "stable", False
-        return ("stable", True) if self.split["shadow"] else ("canary", False)
-
-    @property
-    def canary_version(self) -> str | None:
-        return self.split["canary_version"]
-
-    @property
-    def epoch(self) -> int:
-        return self.split["epoch"]
-
-    @property
-    def cache_canary_answers(self) -> bool:
-        return self.split["status"] != "rolled_back"
-
-    def record(self, side: Side, latency_ms: float, failed: bool) -> None:
-        if self.split["canary_version"] is None:
-            return
-        if failed:
-            self._report["canary_errors"] += side == "canary"
-        else:
-            self._report[f"{side}_ms"].append(latency_ms)
-
-    def record_shadow(self, agreed: bool) -> None:
-        self._report["compared"] += 1
-        self._report["agreed"] += agreed
-
-    async def _sync_loop(self) -> None:
-        while True:
-            await self._sleep(self._interval_s)
-            await self.sync()
-
-    async def sync(self) -> None:
-        report, self._report = {**self._report, "generation": self.split["generation"]}, self._empty()
-        try:
-            self.split = await asyncio.wait_for(self._controller.sync.remote(report), self._timeout_s)
-        except Exception:
-            self.unreachable += 1
-            self.split = {**self.split, "percent": 0.0, "shadow": False}

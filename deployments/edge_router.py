@@ -14,13 +14,13 @@ from ray.serve.metrics import Counter, Gauge
 
 from deployments.api import Answer, Refusal, Ticket
 from deployments.breaker import BreakerView
-from deployments.canary import CanaryView
+from deployments.canary_view import CanaryView
 from deployments.config import EdgeConfig, RolloutConfig
 from deployments.model_path import GiveUp, ModelPath
-from models.artifacts import OUT_OF_SCOPE
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
+from policies.edge_route import edge_answer, fallback_answer
 from policies.language import Identify, detect_language
 from policies.retry import RetryConfig
 from policies.templates import TemplateSet
@@ -29,12 +29,6 @@ logger = logging.getLogger("ray.serve")
 
 # Models built without a validation split (an instruct LLM for generate mode) carry no gates.
 DEFAULT_EDGE_GATE = 0.8
-# A template match is strong evidence; only a pre-classifier this sure of out_of_scope
-# overrides it. Measured: none of the 45 golden template tickets reaches it (the highest,
-# "パスワード忘れた, can you send me a reset link?", reads 0.65), the out-of-scope training
-# rows that match a template read 0.96-0.99, and of CLINC150's 18,200 queries the
-# templates match 23, all CLINC's own order-status intent.
-TEMPLATE_VETO_CONFIDENCE = 0.9
 
 DEFAULT_OPTIONS = {
     "name": "EdgeRouter",
@@ -178,45 +172,35 @@ class EdgeRouter:
             self._cache.clear()
         side, shadow = self._model_path.route(ticket.ticket_id or ticket.request_id, ticket.color)
         version = self._model_version if side == "stable" else split.canary_version
-        if c.cache_enabled and (hit := self._cache.get(_cache_key(ticket, version), self._clock())):
-            return self._answer(hit[0], hit[1], "cache", lang.language, model_version=version)
-        guess = self._pre_classifier.predict(ticket.text) if self._pre_classifier is not None else None
-        # A pattern sees words, not the whole request ("the router's admin password"): where
-        # the pre-classifier is sure the ticket is out of scope, the model decides instead.
-        vetoed = guess is not None and guess.label == OUT_OF_SCOPE and guess.confidence >= TEMPLATE_VETO_CONFIDENCE
-        if self._templates and not vetoed and (template := self._templates.match(ticket.text, lang.language)):
-            return self._answer(template.intent, 1.0, "template", lang.language, template.answer_id)
-        # The pre-classifier is built with the stable model: canary tickets are the canary's to answer.
-        if guess is not None and side == "stable":
-            gate = self._edge_gates.get(lang.language, self._edge_gates["*"])
-            if guess.label in self._edge_intents and guess.confidence >= gate:
-                return self._answer(guess.label, guess.confidence, "edge_model", lang.language)
+        hit = self._cache.get(_cache_key(ticket, version), self._clock()) if c.cache_enabled else None
+        guess = template = None
+        if hit is None:
+            guess = self._pre_classifier.predict(ticket.text) if self._pre_classifier is not None else None
+            template = self._templates.match(ticket.text, lang.language) if self._templates else None
+        gate = self._edge_gates.get(lang.language, self._edge_gates["*"])
+        if edge := edge_answer(hit, template, guess, side, self._edge_intents, gate):
+            version = version if edge.route == "cache" else None
+            return self._answer(edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version)
         result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
         if isinstance(result, GiveUp):
             return self._fallback(ticket, lang.language, result)
-        answered_by = result.get("side", "stable")
-        if answered_by == "stable" and result["model_version"] != self._model_version:
-            self._on_new_model(result["model_version"])
+        if result.side == "stable" and result.model_version != self._model_version:
+            self._on_new_model(result.model_version)
         # A rolled-back canary's answers were dropped from every cache; none may come back.
-        if c.cache_enabled and (answered_by == "stable" or split.cache_canary_answers):
-            self._cache.put(
-                _cache_key(ticket, result["model_version"]), (result["label"], result["confidence"]), self._clock()
-            )
+        if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
+            self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
-        return self._answer(
-            result["label"], result["confidence"], "model", lang.language, model_version=result["model_version"]
-        )
+        return self._answer(result.label, result.confidence, "model", lang.language, model_version=result.model_version)
 
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
         c = self._config
-        if give_up.then == "cache" and c.cache_enabled:
-            stale = self._cache.get_stale(_cache_key(ticket, self._model_version))
-            if stale is not None:
-                return self._answer(stale[0], stale[1], "cache", language, degraded=True)
-        if give_up.then != "reject" and c.degraded_enabled and self._pre_classifier is not None:
+        stale = self._cache.get_stale(_cache_key(ticket, self._model_version)) if c.cache_enabled else None
+        guess = None
+        if c.degraded_enabled and self._pre_classifier is not None:
             guess = self._pre_classifier.predict(ticket.text)
-            return self._answer(guess.label, guess.confidence, "degraded", language, degraded=True)
+        if edge := fallback_answer(give_up.then, stale, guess):
+            return self._answer(edge.label, edge.confidence, edge.route, language, degraded=True)
         self._routes.inc(tags={"route": "refused"})
         return Refusal(
             503, "overloaded", f"the model path gave no answer ({give_up.reason}); retry later", c.retry_after_s

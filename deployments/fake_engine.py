@@ -17,7 +17,7 @@ import asyncio
 import random
 from pathlib import Path
 
-from deployments.engines import EngineConfig, Prediction, TokenizerInfo
+from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
 from models.artifacts import ModelMetadata
 from models.edge_classifier import EdgeClassifier
 
@@ -27,7 +27,7 @@ FAKE_BATCH_CAPACITY = 256
 FAKE_MAX_TOKENS = 512
 
 
-class FakeTicketEngine:
+class FakeTicketEngine(TicketEngine):
     def __init__(self, config: EngineConfig, model_dir: str):
         # The `tokenizers` library alone: importing transformers (and torch) would cost a
         # stand-in more start-up time than everything else it does.
@@ -59,20 +59,8 @@ class FakeTicketEngine:
         row = self._head_order.index(self._classifier.labels.index(guess.label))
         return Prediction(self.metadata.labels[row], guess.confidence)
 
-    def prefixes(self) -> dict[str, list[int]]:
-        return {}
-
-    async def warm(self, prefix_ids: list[int], request_id: str) -> None:
-        return None
-
     def batch_capacity(self) -> int:
         return FAKE_BATCH_CAPACITY
-
-    def kv_cache(self) -> tuple[int, int]:
-        return 0, 0
-
-    async def free_caches(self) -> None:
-        return None
 
     async def check_health(self) -> None:
         if self._stopped:

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import csv
-import hmac
-import io
 import logging
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any
 
-from fastapi import Body, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ValidationError
-from ray import serve
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge, Histogram
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from deployments.admin import AdminEndpoints
 from deployments.api import (
     Answer,
     ApiError,
@@ -28,17 +23,12 @@ from deployments.api import (
     BatchResponse,
     ClassifyRequest,
     ClassifyResponse,
-    ErrorBody,
-    ResolveRequest,
-    RollbackRequest,
-    SplitRequest,
     Ticket,
     describe_validation_errors,
     normalize_text,
 )
-from deployments.canary import NoCanary
-from deployments.config import AdminConfig, IngressConfig, ReviewConfig
-from deployments.local import InProcessEdge
+from deployments.config import IngressConfig, ReviewConfig
+from deployments.in_process import InProcessEdge
 from models.artifacts import OUT_OF_SCOPE
 from policies.admission import AdaptiveConcurrency
 from policies.window import LatencyWindow
@@ -64,10 +54,9 @@ DEFAULT_OPTIONS = {
 # Models built without a validation split carry no review threshold of their own.
 DEFAULT_REVIEW_CONFIDENCE = 0.5
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
-_HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed", 413: "input_too_long"}
 
 
-class Ingress:
+class Ingress(AdminEndpoints):
     async def __init__(
         self,
         config: IngressConfig,
@@ -76,7 +65,6 @@ class Ingress:
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
         review: ReviewConfig | None = None,
-        admin: AdminConfig | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
         (and "model" for /v1/labels). With `in_process` (topology fused) the edge stages are
@@ -93,7 +81,6 @@ class Ingress:
             self._review = self._review.model_copy(
                 update={"min_confidence": DEFAULT_REVIEW_CONFIDENCE if threshold is None else threshold}
             )
-        self._admin_token = (admin or AdminConfig()).resolved_token()
         self._review_failures = Counter(
             "review_record_failures_total", description="Low-confidence answers the review queue did not record."
         )
@@ -121,7 +108,7 @@ class Ingress:
         context = _context(request, self._config)
         answer = await self._answer(body, _request_id(request), time.perf_counter(), context)
         if isinstance(answer, ApiError):
-            return _error_response(answer)
+            return JSONResponse(answer.body(), answer.status, headers=answer.headers())
         return JSONResponse(answer.model_dump())
 
     async def classify_batch(self, body: BatchRequest, request: Request) -> BatchResponse:
@@ -279,141 +266,6 @@ class Ingress:
                 logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)
         return True
 
-    # --- /admin: bearer token from config or environment; never logged ---
-
-    def _authorize(self, request: Request) -> None:
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if (
-            not self._admin_token
-            or scheme.lower() != "bearer"
-            or not hmac.compare_digest(token.encode(), self._admin_token.encode())
-        ):
-            raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
-
-    def _queue(self) -> DeploymentHandle:
-        queue = self._nodes.get("review_queue")
-        if queue is None:
-            raise ApiError(404, "not_found", "the review queue is off (review.enabled: false)")
-        return queue
-
-    async def admin_state(self, request: Request) -> dict[str, Any]:
-        self._authorize(request)
-        labels = await self._nodes["model"].labels.remote()
-        review = await self._queue().counts.remote() if "review_queue" in self._nodes else None
-        return {
-            "model_version": labels["model_version"],
-            "admission_limit": self._admission.limit,
-            "in_flight": self._ongoing,
-            "review": review,
-            "rollout": await self._rollout_state(),
-            "nodes": sorted(self._nodes),
-        }
-
-    async def _rollout_state(self) -> dict[str, Any] | None:
-        if "canary_controller" not in self._nodes:
-            return None
-        try:
-            return await asyncio.wait_for(
-                self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s
-            )
-        except Exception as e:  # the rest of the state is still worth showing
-            return {"error": type(e).__name__}
-
-    def _controller(self) -> DeploymentHandle:
-        controller = self._nodes.get("canary_controller")
-        if controller is None:
-            raise ApiError(404, "not_found", "this graph has no canary controller")
-        return controller
-
-    async def _rollout(self, action: str, *args: Any) -> dict[str, Any]:
-        try:
-            return await getattr(self._controller(), action).remote(*args)
-        except NoCanary as e:
-            raise ApiError(409, "no_canary", str(e)) from None
-
-    async def admin_rollout_split(
-        self, request: Request, body: Any = Body(None, description=SplitRequest.__doc__)
-    ) -> dict[str, Any]:
-        """Sets the canary's share and/or shadow mode; the judge goes on from there."""
-        self._authorize(request)
-        body = _admin_body(SplitRequest, body)
-        if body.percent is None and body.shadow is None:
-            raise ApiError(422, "invalid_request", "give percent (0-100), shadow (true/false) or both")
-        return await self._rollout("set_split", body.percent, body.shadow)
-
-    async def admin_rollout_promote(self, request: Request) -> dict[str, Any]:
-        self._authorize(request)
-        return await self._rollout("promote")
-
-    async def admin_rollout_rollback(
-        self, request: Request, body: Any = Body(None, description=RollbackRequest.__doc__)
-    ) -> dict[str, Any]:
-        self._authorize(request)
-        return await self._rollout("rollback", _admin_body(RollbackRequest, body or {}).reason)
-
-    async def admin_cache_flush(self, request: Request) -> dict[str, Any]:
-        """Every edge router drops its result cache at its next sync with the controller."""
-        self._authorize(request)
-        return await self._controller().flush_caches.remote()
-
-    async def admin_review_items(
-        self, request: Request, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
-    ) -> dict[str, Any]:
-        self._authorize(request)
-        # Clamped, not refused; SQLite takes 64-bit integers only.
-        limit, offset = max(1, min(limit, 500)), max(0, min(offset, 2**62))
-        return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
-
-    async def admin_review_resolve(
-        self, item_id: int, request: Request, body: Any = Body(None, description=ResolveRequest.__doc__)
-    ) -> dict[str, Any]:
-        self._authorize(request)
-        body = _admin_body(ResolveRequest, body)
-        labels = await self._nodes["model"].labels.remote()
-        allowed = [entry["name"] for entry in labels["labels"]]
-        if body.label not in allowed:
-            raise ApiError(422, "invalid_request", f"label {body.label!r} is not one of {', '.join(allowed)}")
-        item = await self._queue().resolve.remote(item_id, body.label)
-        if item is None:
-            raise ApiError(404, "not_found", f"no review item {item_id}")
-        return item
-
-    async def admin_review_export(self, request: Request) -> Response:
-        """Resolved items as training rows (CSV text,label,lang) for `python -m models.build --data`."""
-        self._authorize(request)
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=["text", "label", "lang"])
-        writer.writeheader()
-        writer.writerows(await self._queue().training_rows.remote())
-        return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
-
-
-class _JsonBodies:
-    """Every POST body is read as JSON whatever its Content-Type says.
-
-    Without this, `curl -d '{...}'` (form content type) would get a baffling
-    "valid dictionary" error instead of an answer.
-    """
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "POST":
-            headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
-            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
-        await self.app(scope, receive, send)
-
-
-def _admin_body(model: type[BaseModel], body: Any) -> Any:
-    """Admin bodies are checked after the token: a caller without it learns nothing, not
-    even which fields exist."""
-    try:
-        return model.model_validate(body)
-    except ValidationError as e:
-        raise ApiError(422, "invalid_request", describe_validation_errors(e.errors())) from None
-
 
 def _request_id(request: Request) -> str:
     """Serve's own id (the client's X-Request-ID, or one its proxy made), so logs correlate."""
@@ -431,58 +283,3 @@ def _context(request: Request, config: IngressConfig) -> dict[str, Any]:
         # First tag of "ja-JP,ja;q=0.9,en;q=0.8"; only a hint for language detection.
         "accept_language": accept.split(",")[0].split(";")[0].strip() or None if accept else None,
     }
-
-
-def _error_response(e: ApiError) -> JSONResponse:
-    return JSONResponse(e.body(), e.status, headers=e.headers())
-
-
-def make_ingress(cls: type = Ingress) -> type:
-    """The FastAPI app and routes, attached to `cls` without decorating it in place."""
-    app = FastAPI(
-        title="ticketserve",
-        description="Customer-service ticket classification on Ray Serve + vLLM.",
-        version="0.1.0",
-    )
-
-    app.add_middleware(_JsonBodies)
-
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, e: ApiError) -> JSONResponse:
-        return _error_response(e)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, e: RequestValidationError) -> JSONResponse:
-        errors = e.errors()
-        if any(err.get("type") == "json_invalid" for err in errors):
-            return _error_response(ApiError(400, "invalid_json", "the body is not valid JSON"))
-        return _error_response(ApiError(422, "invalid_request", describe_validation_errors(errors)))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:
-        code = _HTTP_CODES.get(e.status_code, "http_error")
-        return _error_response(ApiError(e.status_code, code, str(e.detail)))
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, e: Exception) -> JSONResponse:
-        logger.exception("unhandled error in ingress")
-        return _error_response(ApiError(500, "internal_error", type(e).__name__))
-
-    error_responses = {status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)}
-    admin_responses = {status: {"model": ErrorBody} for status in (401, 404, 409, 422)}
-    routes = {
-        "classify": app.post("/v1/classify", response_model=ClassifyResponse, responses=error_responses),
-        "classify_batch": app.post("/v1/classify/batch", response_model=BatchResponse, responses=error_responses),
-        "labels": app.get("/v1/labels"),
-        "healthz": app.get("/healthz"),
-        "admin_state": app.get("/admin/state", responses=admin_responses),
-        "admin_review_items": app.get("/admin/review", responses=admin_responses),
-        "admin_review_resolve": app.post("/admin/review/{item_id}/resolve", responses=admin_responses),
-        "admin_review_export": app.get("/admin/review/export", responses=admin_responses),
-        "admin_rollout_split": app.post("/admin/rollout", responses=admin_responses),
-        "admin_rollout_promote": app.post("/admin/rollout/promote", responses=admin_responses),
-        "admin_rollout_rollback": app.post("/admin/rollout/rollback", responses=admin_responses),
-        "admin_cache_flush": app.post("/admin/cache/flush", responses=admin_responses),
-    }
-    decorated = {name: route(getattr(cls, name)) for name, route in routes.items()}
-    return serve.ingress(app)(type(cls.__name__, (cls,), decorated))

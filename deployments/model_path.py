@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -20,9 +21,9 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
+from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.breaker import BreakerView
-from deployments.canary import CanaryView
+from deployments.canary_view import CanaryView
 from policies.canary import Side
 from policies.retry import Cause, RetryBudget, RetryConfig, next_step
 
@@ -103,10 +104,9 @@ class ModelPath:
 
     async def classify(
         self, text: str, request_id: str, tenant: str | None = None, side: Side = "stable", shadow: bool = False
-    ) -> dict[str, Any] | GiveUp:
+    ) -> ModelAnswer | GiveUp:
         """`tenant` picks the tenant's instruction prefix (generate mode) and, with the
-        KV-cache manager on, the replica holding it: the request router reads it.
-        A canary answer carries "side": "canary"."""
+        KV-cache manager on, the replica holding it: the request router reads it."""
         action = await self._breaker.acquire() if self._breaker else "pass"
         if action in ("fallback", "reject_new"):
             reason = "breaker_open" if action == "fallback" else "breaker_reject_new"
@@ -120,7 +120,7 @@ class ModelPath:
         if side == "canary":
             answer = await self._ask_canary(canary_prompt, request_id, tenant, "canary")
             if answer is not None:
-                return {**answer, "side": "canary"}
+                return dataclasses.replace(answer, side="canary")
             return await self._ask_stable(prompt, request_id, tenant)
         if not shadow:
             return await self._ask_stable(prompt, request_id, tenant)
@@ -133,7 +133,7 @@ class ModelPath:
 
     async def _ask_canary(
         self, prompt: list[int] | str, request_id: str, tenant: str | None, kind: str
-    ) -> dict[str, Any] | None:
+    ) -> ModelAnswer | None:
         start = self._clock()
         try:
             answer = await asyncio.wait_for(self._canary.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
@@ -146,14 +146,12 @@ class ModelPath:
         self.split.record("canary", (self._clock() - start) * 1000, failed=False)
         return answer
 
-    async def _compare(self, copy: Awaitable[dict[str, Any] | None], stable: dict[str, Any] | GiveUp) -> None:
+    async def _compare(self, copy: Awaitable[ModelAnswer | None], stable: ModelAnswer | GiveUp) -> None:
         answer = await copy
         if answer is not None and not isinstance(stable, GiveUp):
-            self.split.record_shadow(answer["label"] == stable["label"])
+            self.split.record_shadow(answer.label == stable.label)
 
-    async def _ask_stable(
-        self, prompt: list[int] | str, request_id: str, tenant: str | None
-    ) -> dict[str, Any] | GiveUp:
+    async def _ask_stable(self, prompt: list[int] | str, request_id: str, tenant: str | None) -> ModelAnswer | GiveUp:
         tries = 0
         while True:
             tries += 1

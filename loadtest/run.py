@@ -37,7 +37,7 @@ import httpx
 import yaml
 
 from deployments.config import EDGE_OFF
-from deployments.runtime import cluster_env
+from deployments.ray_env import cluster_env
 from loadtest.options import add_shared, forward, scaled_stage_users
 from loadtest.report import (
     abuse,

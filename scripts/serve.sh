@@ -10,7 +10,7 @@ export PATH="$ROOT/.venv/bin:$PATH"
 # Replicas import the project's modules: they must be on PYTHONPATH when Ray starts.
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # Serve's throughput mode (gRPC between deployments), without direct ingress; see
-# deployments/runtime.py. Read when Ray starts: restart a running Ray to change them.
+# deployments/ray_env.py. Read when Ray starts: restart a running Ray to change them.
 export RAY_SERVE_THROUGHPUT_OPTIMIZED="${RAY_SERVE_THROUGHPUT_OPTIMIZED:-1}"
 export RAY_SERVE_ENABLE_DIRECT_INGRESS="${RAY_SERVE_ENABLE_DIRECT_INGRESS:-0}"
 if ! ray status >/dev/null 2>&1; then

@@ -53,7 +53,20 @@ def test_admin_api_refuses_callers_without_the_token(reviewed):
         for method, path in calls:
             r = client.request(method, path, headers=headers, json={"label": "cancel_order"})
             assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", (method, path, headers)
+    # The token is checked before the path and the body: no 422 or 400 tells a stranger
+    # which parameters or fields exist.
+    for method, path, body in [
+        ("POST", "/admin/review/not-a-number/resolve", b'{"label": 1}'),
+        ("POST", "/admin/rollout", b'{"percent": "many"'),
+        ("GET", "/admin/review?limit=many", None),
+    ]:
+        r = client.request(method, path, content=body)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", (method, path)
     assert client.get("/admin/state", headers=AUTH).status_code == 200
+    bad = client.post("/admin/rollout", headers=AUTH, content=b'{"percent": "many"')
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json", bad.text
+    bad = client.post("/admin/review/1/resolve", headers=AUTH, json={"label": "x", "extra": 1})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request", bad.text
 
 
 def test_rollout_actions_need_a_canary_but_caches_flush_without_one(reviewed):

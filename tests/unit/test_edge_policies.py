@@ -1,9 +1,12 @@
 import pytest
 
 from deployments.config import PROJECT_ROOT
+from models.artifacts import OUT_OF_SCOPE
+from models.edge_classifier import EdgePrediction
 from policies.cache import LruTtlCache
+from policies.edge_route import TEMPLATE_VETO_CONFIDENCE, EdgeAnswer, edge_answer, fallback_answer
 from policies.language import LanguageConfig, detect_language, dominant_script, primary_subtag
-from policies.templates import TemplateSet, _TemplateFile
+from policies.templates import Template, TemplateSet, _TemplateFile
 
 CONFIG = LanguageConfig()
 
@@ -115,3 +118,36 @@ def test_templates_never_answer_a_bundled_ticket_as_another_intent():
                 (out_of_scope if row["label"] == OUT_OF_SCOPE else wrong).append(row["text"])
     assert wrong == []
     assert len(out_of_scope) <= 2, out_of_scope
+
+
+def test_the_edge_order_cache_then_template_then_a_sure_pre_classifier():
+    template = Template("reset", "password_reset", "kb-1")
+    sure = EdgePrediction("order_status", 0.95)
+    edge = {"order_status", "password_reset"}
+    assert edge_answer(("refund_request", 0.7), template, sure, "stable", edge, 0.8).route == "cache"
+    assert edge_answer(None, template, sure, "stable", edge, 0.8) == EdgeAnswer(
+        "template", "password_reset", 1.0, "kb-1"
+    )
+    assert edge_answer(None, None, sure, "stable", edge, 0.8).route == "edge_model"
+    assert edge_answer(None, None, sure, "canary", edge, 0.8) is None  # the canary answers its own
+    assert edge_answer(None, None, sure, "stable", edge, 0.96) is None  # below the language's gate
+    assert edge_answer(None, None, EdgePrediction("complaint", 0.99), "stable", edge, 0.8) is None
+
+
+def test_a_sure_out_of_scope_guess_vetoes_a_template_but_a_doubtful_one_does_not():
+    template = Template("reset", "password_reset", "kb-1")
+    sure = EdgePrediction(OUT_OF_SCOPE, TEMPLATE_VETO_CONFIDENCE)
+    assert edge_answer(None, template, sure, "stable", {"password_reset"}, 0.8) is None
+    doubtful = EdgePrediction(OUT_OF_SCOPE, TEMPLATE_VETO_CONFIDENCE - 0.01)
+    assert edge_answer(None, template, doubtful, "stable", {"password_reset"}, 0.8).route == "template"
+
+
+def test_the_fallback_order_stale_cache_then_degraded_guess_else_refuse():
+    guess = EdgePrediction("order_status", 0.4)
+    stale = fallback_answer("cache", ("refund_request", 0.9), guess)
+    assert (stale.route, stale.label, stale.degraded) == ("cache", "refund_request", True)
+    edge = fallback_answer("cache", None, guess)
+    assert (edge.route, edge.label, edge.degraded) == ("degraded", "order_status", True)
+    assert fallback_answer("degraded", ("refund_request", 0.9), guess).route == "degraded"
+    assert fallback_answer("reject", ("refund_request", 0.9), guess) is None
+    assert fallback_answer("degraded", None, None) is None

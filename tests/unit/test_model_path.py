@@ -6,12 +6,12 @@ import asyncio
 from ray.serve.config import AutoscalingContext
 from ray.serve.exceptions import BackPressureError
 
-from deployments.api import ModelOutOfMemory, ModelThrottled, ModelUnavailable
+from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.autoscaling import QueueLatencyPolicy
 from deployments.model_path import GiveUp, ModelPath
 from policies.retry import RetryConfig
 
-ANSWER = {"label": "refund", "confidence": 0.9, "model_version": "v1"}
+ANSWER = ModelAnswer("refund", 0.9, "v1")
 NEVER = object()  # a call Serve keeps queued: the deployment has no replica
 
 

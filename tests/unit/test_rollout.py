@@ -3,17 +3,20 @@ stand-in model handles, a golden file of a few tickets and a fake clock."""
 
 import asyncio
 import csv
+import dataclasses
 import json
 
 import pytest
 
-from deployments.api import ModelUnavailable
-from deployments.canary import CanaryController, CanaryView, golden_sample
+from deployments.api import ModelAnswer, ModelUnavailable
+from deployments.canary import CanaryController, golden_sample
+from deployments.canary_view import CanaryView
 from deployments.config import RolloutConfig
-from deployments.local import construct
+from deployments.in_process import construct
 from deployments.model_path import ModelPath
 from models.golden import GoldenItem
 from policies.retry import RetryConfig
+from policies.rollout import Split, SyncReport
 
 GOLDEN = [
     ("my parcel is broken", "damaged_item"),
@@ -41,7 +44,7 @@ class Model:
         self.calls.append((prompt, request_id))
         if self.fail:
             raise ModelUnavailable("down")
-        return {"label": self.answers.get(prompt, "complaint"), "confidence": 0.9, "model_version": self.version}
+        return ModelAnswer(self.answers.get(prompt, "complaint"), 0.9, self.version)
 
 
 SHUFFLED = {text: intent for (text, _), (_, intent) in zip(GOLDEN, GOLDEN[1:] + GOLDEN[:1])}
@@ -69,17 +72,8 @@ def controller(settings, canary: Model | None, clock: list[float], **overrides) 
 
 
 def report(c: CanaryController, canary_ms=(), stable_ms=(), errors=0, compared=0, agreed=0, generation=None):
-    g = c.sync({})["generation"] if generation is None else generation
-    return c.sync(
-        {
-            "generation": g,
-            "canary_ms": list(canary_ms),
-            "stable_ms": list(stable_ms),
-            "canary_errors": errors,
-            "compared": compared,
-            "agreed": agreed,
-        }
-    )
+    g = c.sync(SyncReport()).generation if generation is None else generation
+    return c.sync(SyncReport(g, list(stable_ms), list(canary_ms), errors, compared, agreed))
 
 
 def test_a_canary_answering_wrong_labels_is_rolled_back_and_its_cache_epoch_bumped(settings):
@@ -130,7 +124,7 @@ def test_a_good_canary_is_promoted_by_steps_after_the_hold_then_completes(settin
 def test_figures_from_an_older_split_do_not_count(settings):
     clock = [0.0]
     c = controller(settings, Model("v2"), clock)
-    old = c.sync({})["generation"]
+    old = c.sync(SyncReport()).generation
     c.set_split(percent=20)
     report(c, canary_ms=[10] * 5, errors=5, generation=old)
     assert c.state()["live"]["canary_answers"] == 0
@@ -181,7 +175,7 @@ class Controller:
         return self.split
 
 
-SPLIT = {"percent": 50.0, "shadow": False, "status": "rolling", "epoch": 3, "generation": 7, "canary_version": "v2"}
+SPLIT = Split(percent=50.0, shadow=False, status="rolling", epoch=3, generation=7, canary_version="v2")
 
 
 def view(split) -> tuple[CanaryView, Controller]:
@@ -197,7 +191,7 @@ def test_the_view_splits_by_ticket_colours_and_shadows():
     assert 150 < sum(side == "canary" for side, _ in sides) < 250
     assert [v.route(f"ticket-{i}", None) for i in range(400)] == sides
     assert v.route("ticket-1", "canary") == ("canary", False) and v.route("ticket-1", "stable") == ("stable", False)
-    shadowed, _ = view({**SPLIT, "shadow": True, "percent": 100})
+    shadowed, _ = view(dataclasses.replace(SPLIT, shadow=True, percent=100))
     assert shadowed.route("ticket-1", None) == ("stable", True)
 
 
@@ -210,13 +204,13 @@ def test_the_view_sends_its_figures_and_without_the_controller_sends_all_to_stab
     controller.split = None
     asyncio.run(v.sync())
     sent = controller.reports[-1]
-    assert (sent["generation"], sent["canary_ms"], sent["stable_ms"], sent["canary_errors"]) == (7, [12.0], [9.0], 1)
-    assert (sent["compared"], sent["agreed"]) == (1, 0)
+    assert (sent.generation, sent.canary_ms, sent.stable_ms, sent.canary_errors) == (7, [12.0], [9.0], 1)
+    assert (sent.compared, sent.agreed) == (1, 0)
     assert all(v.route(f"ticket-{i}", None) == ("stable", False) for i in range(100))
     assert v.epoch == 3  # the last known epoch: caches are not flushed by a lost controller
 
 
-def path_with(stable: Model, canary: Model, split: dict) -> tuple[ModelPath, CanaryView]:
+def path_with(stable: Model, canary: Model, split: Split) -> tuple[ModelPath, CanaryView]:
     v, _ = view(split)
     tokenizer = type("T", (), {"tokenize": type("M", (), {"remote": staticmethod(lambda text: _echo(text))})})
     return ModelPath(tokenizer, stable, None, RetryConfig(), canary=canary, split=v), v
@@ -230,22 +224,22 @@ def test_the_model_path_asks_the_chosen_side_and_hands_a_failed_canary_ticket_to
     stable, canary = Model("v1"), Model("v2")
     path, v = path_with(stable, canary, SPLIT)
     answer = asyncio.run(path.classify("where is my order", "r1", side="canary"))
-    assert (answer["model_version"], answer["side"]) == ("v2", "canary") and not stable.calls
+    assert (answer.model_version, answer.side) == ("v2", "canary") and not stable.calls
     canary.fail = True
     answer = asyncio.run(path.classify("where is my order", "r2", side="canary"))
-    assert answer["model_version"] == "v1" and "side" not in answer
-    assert v._report["canary_errors"] == 1 and len(v._report["stable_ms"]) == 1
+    assert (answer.model_version, answer.side) == ("v1", "stable")
+    assert v._report.canary_errors == 1 and len(v._report.stable_ms) == 1
 
 
 def test_shadow_copies_are_compared_but_stable_answers():
     stable, canary = Model("v1"), Model("v2", SHUFFLED)
-    path, v = path_with(stable, canary, {**SPLIT, "shadow": True})
+    path, v = path_with(stable, canary, dataclasses.replace(SPLIT, shadow=True))
 
     async def ask():
         answer = await path.classify("where is my order", "r1", shadow=True)
         await asyncio.gather(*path._shadows)
         return answer
 
-    assert asyncio.run(ask())["model_version"] == "v1"
+    assert asyncio.run(ask()).model_version == "v1"
     assert canary.calls == [("where is my order", "r1-shadow")]
-    assert (v._report["compared"], v._report["agreed"]) == (1, 0)
+    assert (v._report.compared, v._report.agreed) == (1, 0)

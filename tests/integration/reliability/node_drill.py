@@ -29,7 +29,7 @@ import httpx
 import psutil
 
 from bench.common import merged, shipped_args
-from deployments.runtime import RAY_ENV, cluster_env
+from deployments.ray_env import RAY_ENV, cluster_env
 from models.build import DEFAULT_OUT, ROOT
 from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
 

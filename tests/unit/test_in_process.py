@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from deployments.local import LocalHandle, construct
+from deployments.in_process import LocalHandle, construct
 
 
 class Stage:

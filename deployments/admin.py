@@ -1,0 +1,171 @@
+"""The /admin API: review queue, rollout and cache controls on a router whose every route
+needs the bearer token. The token is checked by a router dependency, before FastAPI
+reads a path parameter or a body: a caller without it learns nothing, not even which
+fields exist."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import hmac
+import io
+from collections.abc import Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+from ray.serve.handle import DeploymentHandle
+
+from deployments.api import (
+    ApiError,
+    ErrorBody,
+    ResolveRequest,
+    RollbackRequest,
+    SplitRequest,
+    describe_validation_errors,
+)
+from deployments.canary import NoCanary
+from deployments.config import AdminConfig
+
+
+def require_token(config: AdminConfig) -> Callable:
+    """A dependency refusing calls without `Authorization: Bearer <token>`. The token is
+    resolved in the replica at call time: its environment, not the driver's, holds it."""
+
+    async def authorized(request: Request) -> None:
+        token = config.resolved_token()
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if not token or scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
+            raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
+
+    return authorized
+
+
+def json_body(model: type[BaseModel], optional: bool = False) -> Callable:
+    """The body as a dependency, so that it is read only after the token check (a body
+    parameter would be parsed, and refused, first)."""
+
+    async def parse(request: Request) -> Any:
+        raw = await request.body()
+        if optional and raw.strip() in (b"", b"null"):
+            return model()
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError as e:
+            if any(err["type"] == "json_invalid" for err in e.errors()):
+                raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+            raise ApiError(422, "invalid_request", describe_validation_errors(e.errors())) from None
+
+    return parse
+
+
+def _documented(model: type[BaseModel]) -> dict:
+    """OpenAPI for a body read by json_body(): FastAPI cannot see it."""
+    schema = {"content": {"application/json": {"schema": model.model_json_schema()}}}
+    return {"requestBody": {"description": model.__doc__, **schema}}
+
+
+class AdminEndpoints:
+    """The /admin routes of Ingress (mixed into it): they read its `_nodes`, `_config`,
+    `_admission` and `_ongoing`."""
+
+    def _queue(self) -> DeploymentHandle:
+        queue = self._nodes.get("review_queue")
+        if queue is None:
+            raise ApiError(404, "not_found", "the review queue is off (review.enabled: false)")
+        return queue
+
+    def _controller(self) -> DeploymentHandle:
+        controller = self._nodes.get("canary_controller")
+        if controller is None:
+            raise ApiError(404, "not_found", "this graph has no canary controller")
+        return controller
+
+    async def _rollout(self, action: str, *args: Any) -> dict[str, Any]:
+        try:
+            return await getattr(self._controller(), action).remote(*args)
+        except NoCanary as e:
+            raise ApiError(409, "no_canary", str(e)) from None
+
+    async def _rollout_state(self) -> dict[str, Any] | None:
+        if "canary_controller" not in self._nodes:
+            return None
+        try:
+            return await asyncio.wait_for(
+                self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s
+            )
+        except Exception as e:  # the rest of the state is still worth showing
+            return {"error": type(e).__name__}
+
+    async def admin_state(self) -> dict[str, Any]:
+        labels = await self._nodes["model"].labels.remote()
+        review = await self._queue().counts.remote() if "review_queue" in self._nodes else None
+        return {
+            "model_version": labels["model_version"],
+            "admission_limit": self._admission.limit,
+            "in_flight": self._ongoing,
+            "review": review,
+            "rollout": await self._rollout_state(),
+            "nodes": sorted(self._nodes),
+        }
+
+    async def admin_rollout_split(self, body: SplitRequest = Depends(json_body(SplitRequest))) -> dict[str, Any]:
+        """Sets the canary's share and/or shadow mode; the judge goes on from there."""
+        if body.percent is None and body.shadow is None:
+            raise ApiError(422, "invalid_request", "give percent (0-100), shadow (true/false) or both")
+        return await self._rollout("set_split", body.percent, body.shadow)
+
+    async def admin_rollout_promote(self) -> dict[str, Any]:
+        return await self._rollout("promote")
+
+    async def admin_rollout_rollback(
+        self, body: RollbackRequest = Depends(json_body(RollbackRequest, optional=True))
+    ) -> dict[str, Any]:
+        return await self._rollout("rollback", body.reason)
+
+    async def admin_cache_flush(self) -> dict[str, Any]:
+        """Every edge router drops its result cache at its next sync with the controller."""
+        return await self._controller().flush_caches.remote()
+
+    async def admin_review_items(
+        self, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        # Clamped, not refused; SQLite takes 64-bit integers only.
+        limit, offset = max(1, min(limit, 500)), max(0, min(offset, 2**62))
+        return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
+
+    async def admin_review_resolve(
+        self, item_id: int, body: ResolveRequest = Depends(json_body(ResolveRequest))
+    ) -> dict[str, Any]:
+        labels = await self._nodes["model"].labels.remote()
+        allowed = [entry["name"] for entry in labels["labels"]]
+        if body.label not in allowed:
+            raise ApiError(422, "invalid_request", f"label {body.label!r} is not one of {', '.join(allowed)}")
+        item = await self._queue().resolve.remote(item_id, body.label)
+        if item is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        return item
+
+    async def admin_review_export(self) -> Response:
+        """Resolved items as training rows (CSV text,label,lang) for `python -m models.build --data`."""
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=["text", "label", "lang"])
+        writer.writeheader()
+        writer.writerows(await self._queue().training_rows.remote())
+        return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
+
+
+def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
+    """`cls`'s admin methods as routes under /admin, all behind the token."""
+    responses = {status: {"model": ErrorBody} for status in (400, 401, 404, 409, 422)}
+    router = APIRouter(prefix="/admin", dependencies=[Depends(require_token(config))], responses=responses)
+    router.get("/state")(cls.admin_state)
+    router.get("/review")(cls.admin_review_items)
+    router.get("/review/export")(cls.admin_review_export)
+    router.post("/review/{item_id}/resolve", openapi_extra=_documented(ResolveRequest))(cls.admin_review_resolve)
+    router.post("/rollout", openapi_extra=_documented(SplitRequest))(cls.admin_rollout_split)
+    router.post("/rollout/promote")(cls.admin_rollout_promote)
+    router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)
+    router.post("/cache/flush")(cls.admin_cache_flush)
+    return router
