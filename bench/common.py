@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: a local Ray + Serve, a bounded HTTP load, percentiles."""
+"""Shared pieces of the benchmarks: a local Ray + Serve, a bounded closed-loop load (on
+loadkit's generator), tables and result files."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
 import psutil
 
+from loadkit import generators
+from loadkit.graph_args import merged, shipped_args
+from loadkit.stats import percentile
 from models.build import BUNDLED_DATA, DEFAULT_OUT, ROOT
 
 RESULTS = ROOT / "bench" / "results"
@@ -26,21 +30,6 @@ LOAD_ANTISPAM = {
     "rate_limit": {"tiers": {"anonymous": {"requests_per_s": 100_000}, "standard": {"requests_per_s": 100_000}}},
     "duplicates": {"max_repeats": 100_000},
 }
-
-
-def shipped_args() -> dict:
-    """The `args` of serve_config.yaml: benchmarks measure the settings users run."""
-    import yaml
-
-    with open(ROOT / "serve_config.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)["applications"][0]["args"]
-
-
-def merged(base: dict, override: dict) -> dict:
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False, policies: bool = True):
@@ -77,13 +66,6 @@ def cpu_seconds() -> dict[int, tuple[str, float]]:
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
 @dataclass
 class LoadResult:
     name: str
@@ -101,8 +83,8 @@ class LoadResult:
             "requests": self.ok + sum(self.errors.values()),
             "errors": sum(self.errors.values()),
             "req_per_s": round(self.ok / self.seconds, 1),
-            "p50_ms": round(percentile(lat, 50), 1),
-            "p99_ms": round(percentile(lat, 99), 1),
+            "p50_ms": percentile(lat, 50, 1),
+            "p99_ms": percentile(lat, 99, 1),
             "mean_ms": round(statistics.fmean(lat), 1) if lat else float("nan"),
         }
 
@@ -110,37 +92,24 @@ class LoadResult:
 async def closed_loop(
     name: str, url: str, bodies: list[dict], users: int, seconds: float, max_requests: int = 200_000
 ) -> LoadResult:
-    """`users` clients, each sending its next request as soon as the last one answers.
-
-    Bounded both in time and in count; targets only the URL given (127.0.0.1 here).
-    """
-    result = LoadResult(name, users, seconds)
-    deadline = time.perf_counter() + seconds
-    sent = 0
-    limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-
-        async def user(k: int) -> None:
-            nonlocal sent
-            i = k
-            while time.perf_counter() < deadline and sent < max_requests:
-                sent += 1
-                start = time.perf_counter()
-                try:
-                    r = await client.post(url, json=bodies[i % len(bodies)])
-                    status = str(r.status_code)
-                except httpx.HTTPError as e:
-                    status = type(e).__name__
-                if status == "200":
-                    result.ok += 1
-                    result.latencies_ms.append((time.perf_counter() - start) * 1000)
-                else:
-                    result.errors[status] = result.errors.get(status, 0) + 1
-                i += users
-
-        began = time.perf_counter()
-        await asyncio.gather(*(user(k) for k in range(users)))
-        result.seconds = time.perf_counter() - began
+    """`users` clients, each sending its next request as soon as the last one answers (or
+    after a refusal's Retry-After); bounded in time and count, to `url` only (127.0.0.1 here)."""
+    parts = urlsplit(url)
+    began = time.perf_counter()
+    out = await generators.closed_loop(
+        f"{parts.scheme}://{parts.netloc}/",
+        bodies,
+        users,
+        seconds,
+        timeout_s=60,
+        path=parts.path.lstrip("/"),
+        max_requests=max_requests,
+    )
+    result = LoadResult(name, users, time.perf_counter() - began, ok=out.counts["ok"], latencies_ms=out.ok_ms)
+    result.errors = {str(k): v for k, v in out.statuses.items() if k != 200}
+    for kind in ("lost", "hung"):
+        if out.counts[kind]:
+            result.errors[kind] = out.counts[kind]
     return result
 
 

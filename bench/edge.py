@@ -28,13 +28,12 @@ from pathlib import Path
 import httpx
 
 from bench.common import (
-    percentile,
     print_table,
     start_serve,
     write_results,
 )
 from deployments.api import ApiError, normalize_text
-from loadtest.mix import (
+from loadkit.mix import (
     BITEXT,
     BITEXT_TO_BUNDLED,
     MIX,
@@ -42,6 +41,7 @@ from loadtest.mix import (
     read_csv,
     spam_texts,
 )
+from loadkit.stats import percentile
 from models.build import (
     BUNDLED_DATA,
     BUNDLED_INTENTS,
@@ -94,16 +94,17 @@ class Screen:
         """None when the ticket passes, else the reason it is refused."""
         from policies.language import detect_language
         from policies.rate_limit import text_digest, user_key
+        from policies.screening import screen_locally
 
         try:
             text = normalize_text(raw, 10_000)
         except ApiError as e:
             return e.code
-        if rule := self.rules.check(text):
-            return rule
         tier = self.antispam.rate_limit.tier_of(user, None)
-        if rule := self.limits.admit(user_key(user, None, client), tier, text_digest(text), now).rule:
-            return rule
+        key, digest = user_key(user, None, client), text_digest(text)
+        admission, rule = screen_locally(self.limits, self.rules, text, key, tier, digest, now)
+        if admission.rule or rule:
+            return admission.rule or rule
         if not detect_language(text, None, self.language, self.identify).supported:
             return "unsupported_language"
         return None
@@ -301,9 +302,9 @@ def mix_report(records: list[dict], reference: dict[str, str], seconds: float) -
                 "tickets": len(rs),
                 "share_pct": round(100 * len(rs) / len(legit), 1),
                 "accuracy": round(sum(r["label"] == r["truth"] for r in rs) / len(rs), 4),
-                "p50_ms": round(percentile(lat, 50), 1),
-                "p95_ms": round(percentile(lat, 95), 1),
-                "p99_ms": round(percentile(lat, 99), 1),
+                "p50_ms": percentile(lat, 50, 1),
+                "p95_ms": percentile(lat, 95, 1),
+                "p99_ms": percentile(lat, 99, 1),
             }
         )
     refused = Counter(r["route"] for r in legit if r["status"] != 200)
@@ -329,8 +330,8 @@ def mix_report(records: list[dict], reference: dict[str, str], seconds: float) -
         "edge_model_agreement": round(agreement, 4),
         "legit_refused": dict(refused),
         "spam_refused_pct": round(100 * sum(r["status"] != 200 for r in spam) / max(1, len(spam)), 1),
-        "all_p50_ms": round(percentile([r["client_ms"] for r in legit if r["status"] == 200], 50), 1),
-        "all_p99_ms": round(percentile([r["client_ms"] for r in legit if r["status"] == 200], 99), 1),
+        "all_p50_ms": percentile([r["client_ms"] for r in legit if r["status"] == 200], 50, 1),
+        "all_p99_ms": percentile([r["client_ms"] for r in legit if r["status"] == 200], 99, 1),
     }
     return route_rows, tier_rows, summary
 

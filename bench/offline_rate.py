@@ -15,7 +15,7 @@ import random
 import time
 from pathlib import Path
 
-from loadtest.mix import TicketMix
+from loadkit.mix import TicketMix
 from models.build import DEFAULT_OUT
 
 

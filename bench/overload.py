@@ -6,8 +6,9 @@ First the model path's capacity (closed loop, --users clients) and its unloaded 
 (one client). Then, per variant, an open-loop load on 127.0.0.1: arrivals at a fixed
 rate whatever the answers do, stepped through the given multiples of capacity.
 Every request ends as one of: 200 from the model, 200 degraded (a fallback answered),
-429, 503 (with Retry-After), hung (no answer within --timeout-s) or lost (connection
-error or any other status). Variants:
+429, 503 (with Retry-After), hung (no answer within --timeout-s), lost (connection
+error) or unexpected (any other status, or a refusal without Retry-After); on loadkit's
+open-loop generator. Variants:
   policies  serve_config.yaml: adaptive admission limit at the ingress, adaptive batch
             knob, replica queue bound, breaker, retry matrix and budget, degraded answers
   off       the same graph with those off (Serve's bounded queues and a fixed ingress limit)
@@ -21,112 +22,55 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections import Counter
-from dataclasses import dataclass
 
-import aiohttp
 from ray import serve
 
 from bench.common import (
     bundled_bodies,
     closed_loop,
     graph_config,
-    merged,
-    percentile,
     print_table,
     start_serve,
     write_results,
 )
 from deployments.config import AppConfig
+from loadkit.generators import CLASSIFY, Step, open_loop_steps
+from loadkit.graph_args import merged
+from loadkit.stats import percentile
 from serve_app import bind_graph
 
 PORT = 18800
 # The pre-classifier stays loaded for degraded answers but answers nothing at the edge.
+# Arrivals past this many unanswered count as lost on the client side (never reached here).
+MAX_IN_FLIGHT = 4000
 MODEL_ONLY_EDGE = {"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []}
 
 
-@dataclass
-class Outcome:
-    sent_at: float
-    kind: str  # model, degraded, 429, 503, hung, lost
-    latency_ms: float
-    retry_after: bool = True
-    service_ms: float | None = None  # the answer's latency_ms: time inside the ingress handler
-
-
-async def open_loop(
-    url: str, bodies: list[dict], rates: list[float], step_s: float, timeout_s: float
-) -> list[tuple[int, Outcome]]:
-    """Sends at each rate for step_s, one after the other; returns (step index, outcome).
-    On aiohttp: an httpx client spends so much CPU per request that at 3x its own loop
-    fell seconds behind on these shared cores, and its late sends counted as hung."""
-    out: list[tuple[int, Outcome]] = []
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=4000)) as client:
-
-        async def one(step: int, body: dict) -> None:
-            start = time.perf_counter()
-            try:
-                async with client.post(url, json=body) as r:
-                    status, headers = r.status, r.headers
-                    answer = await r.json() if status == 200 else None
-            except TimeoutError:
-                out.append((step, Outcome(start, "hung", timeout_s * 1000)))
-                return
-            except aiohttp.ClientError:
-                out.append((step, Outcome(start, "lost", 0.0)))
-                return
-            ms = (time.perf_counter() - start) * 1000
-            service_ms = None
-            if status == 200:
-                kind = "degraded" if answer.get("degraded") else "model"
-                service_ms = answer.get("latency_ms")
-            elif status in (429, 503):
-                kind = str(status)
-            else:
-                kind = "lost"
-            out.append((step, Outcome(start, kind, ms, "retry-after" in headers or status == 200, service_ms)))
-
-        tasks = []
-        i = 0
-        for step, rate in enumerate(rates):
-            began = time.perf_counter()
-            for k in range(int(rate * step_s)):
-                delay = began + k / rate - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(one(step, bodies[i % len(bodies)])))
-                i += 1
-        await asyncio.gather(*tasks)
-    return out
-
-
-def summarize(variant: str, rates: list[float], factors: list[float], outcomes, step_s: float) -> list[dict]:
+def summarize(variant: str, factors: list[float], steps: list[Step]) -> list[dict]:
     rows = []
-    for step, (rate, factor) in enumerate(zip(rates, factors)):
-        mine = [o for s, o in outcomes if s == step]
-        kinds = Counter(o.kind for o in mine)
-        accepted = [o.latency_ms for o in mine if o.kind in ("model", "degraded")]
-        model = [o.latency_ms for o in mine if o.kind == "model"]
-        n = len(mine) or 1
+    for factor, step in zip(factors, steps):
+        o, seconds = step.outcomes, step.seconds
+        n = o.total or 1
+        degraded = o.counts["degraded"]
         rows.append(
             {
                 "variant": variant,
                 "load": f"{factor:g}x",
-                "offered_rps": round(rate, 1),
-                "accepted_rps": round(len(accepted) / step_s, 1),
-                "model_rps": round(len(model) / step_s, 1),
-                "p99_accepted_ms": round(percentile(accepted, 99), 1),
-                "p99_model_ms": round(percentile(model, 99), 1),
-                "p99_in_service_ms": round(percentile([o.service_ms for o in mine if o.service_ms is not None], 99), 1),
-                "p99_refusal_ms": round(percentile([o.latency_ms for o in mine if o.kind in ("429", "503")], 99), 1),
-                "model_%": round(100 * kinds["model"] / n, 1),
-                "degraded_%": round(100 * kinds["degraded"] / n, 1),
-                "429_%": round(100 * kinds["429"] / n, 1),
-                "503_%": round(100 * kinds["503"] / n, 1),
-                "hung": kinds["hung"],
-                "lost": kinds["lost"],
-                "no_retry_after": sum(1 for o in mine if o.kind in ("429", "503") and not o.retry_after),
+                "offered_rps": round(step.offered_per_s, 1),
+                "accepted_rps": round(o.counts["ok"] / seconds, 1),
+                "model_rps": round(len(o.model_ms) / seconds, 1),
+                "p99_accepted_ms": percentile(o.ok_ms, 99, 1),
+                "p99_model_ms": percentile(o.model_ms, 99, 1),
+                "p99_in_service_ms": percentile(o.service_ms, 99, 1),
+                "p99_refusal_ms": percentile(o.refused_ms, 99, 1),
+                "model_%": round(100 * (o.counts["ok"] - degraded) / n, 1),
+                "degraded_%": round(100 * degraded / n, 1),
+                "429_%": round(100 * o.statuses[429] / n, 1),
+                "503_%": round(100 * o.statuses[503] / n, 1),
+                "hung": o.counts["hung"],
+                "lost": o.counts["lost"],
+                "unexpected": o.counts["unexpected"],
+                "no_retry_after": o.statuses[429] + o.statuses[503] - o.counts["refused"],
             }
         )
     return rows
@@ -145,7 +89,8 @@ def main() -> None:
     a = p.parse_args()
     factors = [float(x) for x in a.steps.split(",")]
     bodies = bundled_bodies()
-    url = f"http://127.0.0.1:{PORT}/v1/classify"
+    base_url = f"http://127.0.0.1:{PORT}/"
+    url = base_url + CLASSIFY
 
     on = graph_config(edge=True)
     on = AppConfig.from_args(merged(on.model_dump(), {"edge": MODEL_ONLY_EDGE}))
@@ -167,8 +112,12 @@ def main() -> None:
             }
             print(baseline)
         rates = [f * baseline["capacity_rps"] for f in factors]
-        outcomes = asyncio.run(open_loop(url, bodies, rates, a.step_seconds, a.timeout_s))
-        rows += summarize(variant, rates, factors, outcomes, a.step_seconds)
+        steps = asyncio.run(
+            open_loop_steps(
+                base_url, bodies, [(r, a.step_seconds) for r in rates], a.timeout_s, max_in_flight=MAX_IN_FLIGHT
+            )
+        )
+        rows += summarize(variant, factors, steps)
         state[variant] = {
             "breaker": serve.get_deployment_handle("Breaker", "overload").state.remote().result(),
             "model_replica": serve.get_deployment_handle("ModelReplica", "overload").stats.remote().result(),

@@ -26,13 +26,13 @@ import time
 from bench.common import (
     LOAD_ANTISPAM,
     closed_loop,
-    merged,
     print_table,
     start_serve,
     write_results,
 )
 from bench.prefix_cache import MODEL_DIR, zipf_tenants
-from loadtest.mix import TicketMix
+from loadkit.graph_args import merged
+from loadkit.mix import TicketMix
 
 APP = "affinity"
 PORT = 8000

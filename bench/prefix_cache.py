@@ -19,7 +19,7 @@ import statistics
 import time
 
 from bench.common import print_table, write_results
-from loadtest.mix import TicketMix
+from loadkit.mix import TicketMix
 from models.build import ROOT
 
 MODEL_DIR = ROOT / "artifacts" / "models" / "prefix-bench-decoder"

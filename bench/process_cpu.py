@@ -17,11 +17,11 @@ import time
 from bench.common import (
     bundled_bodies,
     cpu_seconds,
-    percentile,
     print_table,
     write_results,
 )
-from bench.overload import open_loop
+from loadkit.generators import open_loop
+from loadkit.stats import percentile
 
 
 def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
@@ -31,18 +31,18 @@ def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
         for i, b in enumerate(bundled_bodies())
     ]
     before, start = cpu_seconds(), time.monotonic()
+    ms: list[float] = []
     if rate:
-        outcomes = asyncio.run(open_loop(url, bodies, [rate], seconds, timeout_s=35))
+        out, _ = asyncio.run(open_loop(url, bodies, [(rate, seconds)], timeout_s=35, max_in_flight=4000))
+        ms = out.ok_ms
     else:
         time.sleep(seconds)
-        outcomes = []
     elapsed, after = time.monotonic() - start, cpu_seconds()
-    ms = [o.latency_ms for _, o in outcomes if o.kind in ("model", "degraded")]
     shares = sorted(((after[pid][1] - t) / elapsed, after[pid][0]) for pid, (_, t) in before.items() if pid in after)
     load = {
         "answered": len(ms),
-        "p50_ms": round(percentile(ms, 50), 1) if ms else None,
-        "p99_ms": round(percentile(ms, 99), 1) if ms else None,
+        "p50_ms": percentile(ms, 50, 1),
+        "p99_ms": percentile(ms, 99, 1),
     }
     return [
         {"rate_per_s": rate, "process": name, "core_percent": round(100 * share, 1), **load}
@@ -52,7 +52,7 @@ def measure(url: str, rate: float, seconds: float, top: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000/v1/classify")
+    parser.add_argument("--url", default="http://127.0.0.1:8000/", help="the graph's base URL (route prefix)")
     parser.add_argument("--rates", default="0,2,40", help="tickets per second, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=6, help="processes shown per rate")

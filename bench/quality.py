@@ -37,7 +37,7 @@ import httpx
 import numpy as np
 
 from bench.common import cpu_seconds, graph_config, print_table, start_serve, write_results
-from loadtest.mix import BITEXT, SHARED_DATA
+from loadkit.mix import BITEXT, SHARED_DATA
 from models import golden
 from models.artifacts import OUT_OF_SCOPE, ModelMetadata
 from models.build import BUNDLED_DATA, DEFAULT_OUT, OOS_EVAL, ROOT, TrainSettings, base_model_dir, build

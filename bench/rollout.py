@@ -31,14 +31,13 @@ from bench.common import (
     BENCH_KV_FRACTION,
     LOAD_ANTISPAM,
     RESULTS,
-    merged,
-    percentile,
     print_table,
-    shipped_args,
     start_serve,
     write_results,
 )
-from loadtest.mix import TicketMix
+from loadkit.graph_args import merged, shipped_args
+from loadkit.mix import TicketMix
+from loadkit.stats import percentile
 from models.build import DEFAULT_OUT
 
 PORT = 8000
@@ -158,8 +157,8 @@ def run_arm(serve, arm: str, models: dict[str, str], args) -> dict:
     return {
         "arm": arm,
         "tickets/s": round(len(answers) / run["seconds"], 1),
-        "P50 ms": round(percentile([a["ms"] for a in answers], 50), 1),
-        "P99 ms": round(percentile([a["ms"] for a in answers], 99), 1),
+        "P50 ms": percentile([a["ms"] for a in answers], 50, 1),
+        "P99 ms": percentile([a["ms"] for a in answers], 99, 1),
         "errors": sum(run["errors"].values()),
         "canary answers": len(canary),
         "canary wrong": sum(not a["ok"] for a in canary),

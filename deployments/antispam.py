@@ -15,6 +15,7 @@ from ray.serve.metrics import Counter
 from deployments.api import Answer, Refusal, Ticket
 from deployments.config import AntiSpamConfig
 from policies.rate_limit import Admission, UserLimits, text_digest, user_key
+from policies.screening import screen_locally
 from policies.spam import LetterPairs, SpamRules
 
 logger = logging.getLogger("ray.serve")
@@ -129,9 +130,10 @@ class AntiSpam:
         tier = rate.tier_of(ticket.user_id, ticket.tier_header)
         key = user_key(ticket.user_id, ticket.tenant, ticket.client)
         digest = text_digest(ticket.text)
-        admission = self._local.admit(key, tier, digest, self._clock(), ticket.tenant)
+        admission, rule = screen_locally(
+            self._local, self._rules, ticket.text, key, tier, digest, self._clock(), ticket.tenant
+        )
         if admission.rule is None:
-            rule = self._rules.check(ticket.text)
             if rule is not None:
                 self._blocked.inc(tags={"rule": rule})
                 return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
+from deployments.config_base import ProjectPath, Strict, resolve_project_path, validate_args
 from deployments.engines import EngineConfig
 from kv_partition.registry import RegistryConfig
 from policies.admission import AdmissionConfig
@@ -29,24 +25,8 @@ from policies.reclaim import ReclaimConfig
 from policies.retry import RetryConfig
 from policies.spam import SpamRulesConfig
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-
-def resolve_project_path(path: str) -> str:
-    """Relative paths mean the project root: Ray workers do not share the CLI's cwd."""
-    p = Path(path).expanduser()
-    return str(p if p.is_absolute() else (PROJECT_ROOT / p).resolve())
-
-
-ProjectPath = Annotated[str, AfterValidator(resolve_project_path)]
-
-
-class _Strict(BaseModel):
-    # validate_default: default paths must be resolved too, not only the ones given.
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-
-class IngressConfig(_Strict):
+class IngressConfig(Strict):
     max_text_chars: int = Field(10_000, gt=0, description="longest ticket text accepted, after normalization")
     max_batch_tickets: int = Field(64, gt=0, description="most tickets in one /v1/classify/batch call")
     request_timeout_s: float = Field(30.0, gt=0, description="end-to-end budget for one ticket")
@@ -66,7 +46,7 @@ class IngressConfig(_Strict):
     )
 
 
-class AntiSpamConfig(_Strict):
+class AntiSpamConfig(Strict):
     rules: SpamRulesConfig = Field(default_factory=SpamRulesConfig, description="content rules")
     reference_texts_file: ProjectPath = Field(
         "models/data/tickets.csv",
@@ -94,7 +74,7 @@ POLICIES_OFF = {
 }
 
 
-class EdgeConfig(_Strict):
+class EdgeConfig(Strict):
     language: LanguageConfig = Field(default_factory=LanguageConfig, description="language detection")
     templates_enabled: bool = Field(True, description="answer tickets matching a template (route template)")
     templates_file: ProjectPath = Field("config/templates.yaml", description="template rules (relative: project root)")
@@ -122,7 +102,7 @@ class EdgeConfig(_Strict):
     retry_after_s: int = Field(1, ge=0, description="Retry-After sent when the model path refuses a ticket (503)")
 
 
-class TokenizerConfig(_Strict):
+class TokenizerConfig(Strict):
     max_tokens: int = Field(2048, gt=0, description="tickets are truncated to this many tokens (or the model's limit)")
     timeout_ms: float = Field(50.0, gt=0, description="after this the raw text goes to the model replica instead")
     tokenizer_dir: ProjectPath | None = Field(
@@ -130,7 +110,7 @@ class TokenizerConfig(_Strict):
     )
 
 
-class FaultConfig(_Strict):
+class FaultConfig(Strict):
     """Off unless set: lets tests and drills make a replica fail on purpose."""
 
     failure: Literal["none", "unavailable", "out_of_memory", "slow"] = Field("none", description="what goes wrong")
@@ -138,7 +118,7 @@ class FaultConfig(_Strict):
     slow_ms: float = Field(3000.0, ge=0, description="failure slow: extra time per call")
 
 
-class ModelReplicaConfig(_Strict):
+class ModelReplicaConfig(Strict):
     engine: EngineConfig = Field(default_factory=EngineConfig, description="vLLM engine settings")
     batching: BatchSizeConfig = Field(
         default_factory=BatchSizeConfig, description="adaptive batch knob: most requests inside the engine at once"
@@ -163,7 +143,7 @@ class ModelReplicaConfig(_Strict):
         )
 
 
-class KVCacheConfig(_Strict):
+class KVCacheConfig(Strict):
     enabled: bool = Field(
         False, description="run the KV-cache manager and route model calls by prompt prefix (generate mode only)"
     )
@@ -192,7 +172,7 @@ class KVCacheConfig(_Strict):
     )
 
 
-class ReviewConfig(_Strict):
+class ReviewConfig(Strict):
     enabled: bool = Field(True, description="flag and record answers below min_confidence for a person to check")
     min_confidence: float | None = Field(
         None,
@@ -209,7 +189,7 @@ class ReviewConfig(_Strict):
     )
 
 
-class RolloutConfig(_Strict):
+class RolloutConfig(Strict):
     canary_model_dir: ProjectPath | None = Field(
         None, description="model of the canary side, served next to model.engine.model_dir (stable); null: no canary"
     )
@@ -235,7 +215,7 @@ class RolloutConfig(_Strict):
     )
 
 
-class AdminConfig(_Strict):
+class AdminConfig(Strict):
     token: SecretStr | None = Field(
         None, description="bearer token of the /admin API; prefer token_env (config files end up in logs and repos)"
     )
@@ -250,7 +230,7 @@ class AdminConfig(_Strict):
         return os.environ.get(self.token_env) or None
 
 
-class AppConfig(_Strict):
+class AppConfig(Strict):
     topology: Literal["chain", "fused"] = Field(
         "chain",
         description="chain: anti-spam filter, edge router and tokenizer are deployments of their own (scaled apart); "
@@ -294,27 +274,4 @@ class AppConfig(_Strict):
     @classmethod
     def from_args(cls, args: dict | None) -> AppConfig:
         """Validates serve_config.yaml `args`; the error names each bad key and value."""
-        try:
-            return cls.model_validate(args or {})
-        except ValidationError as e:
-            problems = []
-            for err in e.errors():
-                key = ".".join(str(p) for p in err["loc"])
-                if err["type"] == "extra_forbidden":
-                    section = _section(cls, err["loc"][:-1])
-                    allowed = ", ".join(section.model_fields) if section else "?"
-                    problems.append(f"unknown key {key!r} (allowed: {allowed})")
-                elif not key:  # a check across sections names its own keys
-                    problems.append(err["msg"].removeprefix("Value error, "))
-                else:
-                    problems.append(f"{key}={err.get('input')!r}: {err['msg']}")
-            raise ValueError("invalid application args: " + "; ".join(problems)) from None
-
-
-def _section(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
-            return None
-        model = field.annotation
-    return model
+        return validate_args(cls, args)

@@ -4,7 +4,7 @@
         --user-scale 0.05 --stage-seconds 30 --csv out/run --html out/run.html
 
 `python -m loadtest.run` wraps this (starts the service, runs the peers, draws the plots).
-Users: TicketUser sends the realistic mix (loadtest/mix.py) with its own user_id, no think
+Users: TicketUser sends the realistic mix (loadkit/mix.py) with its own user_id, no think
 time by default (closed loop); SpamUser (one, abuse traffic) sends spam and duplicate
 floods. Every response is validated against the contract. GradientShape runs the seeds'
 100 / 500 / 1000 / 2000 concurrent users times --user-scale, --stage-seconds each, and
@@ -24,8 +24,8 @@ import urllib.request
 
 from locust import FastHttpUser, LoadTestShape, between, events, task
 
+from loadkit.mix import TicketMix, spam_texts
 from loadtest.checks import Verdict, judge_ticketserve, judge_vllm
-from loadtest.mix import TicketMix, spam_texts
 from loadtest.options import add_shared, scaled_stage_users
 from loadtest.report import TICKET_KINDS, Record, stages, verdict, write_records
 

@@ -7,10 +7,11 @@ hook); `plot` imports matplotlib.
 from __future__ import annotations
 
 import csv
-import math
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from loadkit.stats import percentile
 
 TICKET_KINDS = ("templated", "regular", "complex")
 EDGE_ROUTES = ("template", "cache", "edge_model")
@@ -50,14 +51,6 @@ def read_records(path: Path) -> list[Record]:
             )
             for r in csv.DictReader(f)
         ]
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile, q in 0..100; None without values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 def summarize(records: list[Record], seconds: float) -> dict:

@@ -309,7 +309,7 @@ def _model_dir(config: Path) -> str:
 
 
 def _graph_config(base: Path, edge_override: dict, path: Path) -> Path:
-    from bench.common import merged
+    from loadkit.graph_args import merged
 
     config = yaml.safe_load(base.read_text())
     app = config["applications"][0]

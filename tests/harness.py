@@ -56,6 +56,20 @@ def fake_args(model_dir: str, **sections) -> dict:
     }
 
 
+# The reliability tests (tests/graph/reliability) test the graph around the model: the
+# fake engine by default; scripts/reliability.sh runs them on vLLM for the published figures.
+RELIABILITY_ENGINE = os.environ.get("TICKETSERVE_RELIABILITY_ENGINE", "fake")
+
+
+def reliability_engine(model_dir: str) -> dict:
+    """The `model.engine` section of the reliability tests' graphs."""
+    if RELIABILITY_ENGINE == "vllm":
+        return {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}
+    if RELIABILITY_ENGINE != "fake":
+        raise ValueError(f"TICKETSERVE_RELIABILITY_ENGINE={RELIABILITY_ENGINE!r}: use fake or vllm")
+    return {"mode": "fake", "model_dir": model_dir}
+
+
 def generate_args(model_dir: str, **sections) -> dict:
     return {
         "antispam": LENIENT_ANTISPAM,

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from loadtest.checks import judge_ticketserve
+from tests.graph.reliability.figures import record
 from tests.harness import fake_args, running
-from tests.integration.reliability.figures import record
 
 pytestmark = pytest.mark.reliability
 

@@ -1,6 +1,7 @@
 import pytest
 
-from deployments.config import PROJECT_ROOT, AppConfig
+from deployments.config import AppConfig
+from deployments.config_base import PROJECT_ROOT
 
 
 def test_defaults_validate_and_paths_resolve_under_the_project():

@@ -1,6 +1,6 @@
 import pytest
 
-from deployments.config import PROJECT_ROOT
+from deployments.config_base import PROJECT_ROOT
 from models.artifacts import OUT_OF_SCOPE
 from models.edge_classifier import EdgePrediction
 from policies.cache import LruTtlCache

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from deploy.front_door import FrontDoorConfig, from_serve_config, render, running
-from deployments.config import PROJECT_ROOT, AppConfig
+from deployments.config import AppConfig
+from deployments.config_base import PROJECT_ROOT
 
 HAPROXY = shutil.which("haproxy")
 needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary (apt-get install haproxy)")

@@ -6,7 +6,7 @@ import math
 import pytest
 import yaml
 
-from deployments.config import PROJECT_ROOT
+from deployments.config_base import PROJECT_ROOT
 from models.build import BUNDLED_DATA, BUNDLED_INTENTS
 from models.golden import CASES, GOLDEN, ROUTES, GoldenItem, load, report, score
 from policies.templates import TemplateSet

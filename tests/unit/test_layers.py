@@ -46,3 +46,29 @@ def test_pure_rooms_import_no_serving_http_or_engine_library(path):
 def test_the_check_sees_an_import_inside_a_function():
     tree = ast.parse("def f():\n    from ray import serve\n    import vllm.config\n")
     assert imported(tree) == {"ray", "vllm"}
+
+
+# Rooms from the top down: a module imports only its own room's modules and those of the
+# rooms below it (serve_app.py binds deployments; tests may import anything).
+ROOMS = [
+    {"bench", "loadtest"},
+    {"loadkit", "serve_app", "deploy"},
+    {"deployments"},
+    {"policies", "kv_partition", "models"},
+]
+# bench/ and loadtest/ share one room but neither imports the other.
+APART = {"bench": {"loadtest"}, "loadtest": {"bench"}}
+
+
+def room_files() -> list[Path]:
+    rooms = set().union(*ROOMS)
+    return sorted(p for p in ROOT.rglob("*.py") if p.relative_to(ROOT).parts[0].removesuffix(".py") in rooms)
+
+
+@pytest.mark.parametrize("path", room_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_imports_a_higher_room(path):
+    room = path.relative_to(ROOT).parts[0].removesuffix(".py")
+    level = next(i for i, r in enumerate(ROOMS) if room in r)
+    higher = set().union(*ROOMS[:level]) | APART.get(room, set())
+    wrong = imported(ast.parse(path.read_text(encoding="utf-8"))) & higher
+    assert not wrong, f"{path.relative_to(ROOT)} ({room}) imports {sorted(wrong)}"

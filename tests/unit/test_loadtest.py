@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from loadkit.mix import MIX, TicketMix
 from loadtest.checks import judge_ticketserve, judge_vllm
-from loadtest.mix import MIX, TicketMix
 from loadtest.report import (
     Record,
     abuse,

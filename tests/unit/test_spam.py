@@ -6,8 +6,11 @@ import pytest
 
 from deployments.antispam import load_letter_pairs
 from deployments.api import normalize_text
-from deployments.config import PROJECT_ROOT, AntiSpamConfig
+from deployments.config import AntiSpamConfig
+from deployments.config_base import PROJECT_ROOT
 from policies.adaptive import AdaptiveThreshold, AdaptiveThresholdConfig
+from policies.rate_limit import UserLimits, text_digest
+from policies.screening import screen_locally
 from policies.spam import (
     LetterPairs,
     SpamRules,
@@ -137,3 +140,23 @@ def test_rules_take_any_string_even_empty():
     # The ingress refuses empty texts before they get here; the rules must not crash anyway.
     assert rules().check("") is None
     assert rules().check(" ") is None
+
+
+def test_screening_counts_the_user_first_and_reads_the_rules_only_for_admitted_tickets():
+    config = AntiSpamConfig()
+    one_per_s = config.rate_limit.model_copy(
+        update={
+            "tiers": {
+                "anonymous": config.rate_limit.tiers["anonymous"].model_copy(
+                    update={"requests_per_s": 1, "burst_window_s": 1}
+                )
+            }
+        }
+    )
+    limits = UserLimits(one_per_s, config.duplicates)
+    rules = SpamRules(config.rules, load_letter_pairs(config.reference_texts_file))
+    spam = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    admission, rule = screen_locally(limits, rules, spam, "u", "anonymous", text_digest(spam), now=0.0)
+    assert admission.rule is None and rule is not None  # counted, then refused by a content rule
+    admission, rule = screen_locally(limits, rules, spam, "u", "anonymous", text_digest(spam + "!"), now=0.1)
+    assert admission.rule == "rate_limited" and rule is None  # a flood never reaches the rules

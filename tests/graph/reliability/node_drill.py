@@ -3,7 +3,7 @@ second `ray start --address` with its own resources and temp folder), the shippe
 with two ingress and two model replicas spread over both nodes, a closed-loop load, and
 the second node killed (every process of it, SIGKILL) in the middle of the run.
 
-    python -m tests.integration.reliability.node_drill [--out FILE] [--seconds 45] [--kill-at-s 12]
+    python -m tests.graph.reliability.node_drill [--out FILE] [--seconds 45] [--kill-at-s 12]
 
 Prints and writes (--out) the answers by kind, when the graph answered /healthz 200
 again, and where the replicas run afterwards. Runs its own cluster on free ports, so it
@@ -28,10 +28,11 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.common import merged, shipped_args
 from deployments.ray_env import RAY_ENV, cluster_env
+from loadkit.generators import Outcomes, closed_loop, ticket_bodies
+from loadkit.graph_args import merged, shipped_args
 from models.build import DEFAULT_OUT, ROOT
-from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
+from tests.harness import reliability_engine
 
 SPREAD = {"num_replicas": 2, "max_replicas_per_node": 1}
 
@@ -145,7 +146,7 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
                     },
                     "duplicates": {"max_repeats": 10_000},
                 },
-                "model": {"engine": {"model_dir": str(DEFAULT_OUT), "gpu_memory_utilization": 0.1}},
+                "model": {"engine": reliability_engine(str(DEFAULT_OUT))},
                 "review": {"store_path": str(tmp / "review.sqlite3")},
             },
         )

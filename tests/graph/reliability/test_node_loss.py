@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from models.build import ROOT
-from tests.integration.reliability.figures import record
+from tests.graph.reliability.figures import record
 
 pytestmark = pytest.mark.reliability
 
@@ -21,7 +21,7 @@ def test_losing_a_node_mid_run_recovers_without_hung_requests(default_model_dir,
     out = tmp_path / "node_loss.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.reliability.node_drill", "--out", str(out)],
+        [sys.executable, "-m", "tests.graph.reliability.node_drill", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

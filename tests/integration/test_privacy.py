@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from tests.integration.reliability.figures import record
+from tests.graph.reliability.figures import record
 
 pytestmark = pytest.mark.reliability
 

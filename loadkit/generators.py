@@ -1,4 +1,5 @@
-"""Bounded load for the reliability tests, every request's end classified.
+"""Bounded load, every request's end classified: one closed-loop and one open-loop
+generator on aiohttp, for the benchmarks and the reliability tests.
 
 An answer is `ok` (200), `refused` (429 or 503 with Retry-After: the contract's way of
 saying "not now"), `unexpected` (any other status, or a refusal without Retry-After),
@@ -19,8 +20,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from loadtest.mix import TicketMix
-from policies.window import nearest_rank
+from loadkit.mix import TicketMix
+from loadkit.stats import percentile
 
 
 def ticket_bodies(n: int, seed: int = 0, user_prefix: str = "user") -> list[dict]:
@@ -33,16 +34,31 @@ def ticket_bodies(n: int, seed: int = 0, user_prefix: str = "user") -> list[dict
     ]
 
 
+KINDS = ("ok", "refused", "unexpected", "lost", "hung")
+
+
+def _json(text: str) -> dict:
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
 @dataclass
 class Outcomes:
     counts: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     ok_ms: list[float] = field(default_factory=list)
     ok_at_s: list[float] = field(default_factory=list)  # when each of ok_ms was sent, since the start
+    model_ms: list[float] = field(default_factory=list)  # ok answers that are not degraded
+    service_ms: list[float] = field(default_factory=list)  # ok answers' own latency_ms: time inside the service
+    refused_ms: list[float] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)  # a few unexpected answers, to read
     timeline: list[tuple[float, str]] = field(default_factory=list)  # (seconds since start, kind)
 
     def add(self, kind: str, at_s: float, status: int | None = None, ms: float | None = None, note: str = "") -> None:
+        """`note`: the body of an answer (read for degraded and latency_ms) or a refusal."""
         self.counts[kind] += 1
         self.timeline.append((round(at_s, 3), kind))
         if status is not None:
@@ -50,6 +66,15 @@ class Outcomes:
         if kind == "ok" and ms is not None:
             self.ok_ms.append(ms)
             self.ok_at_s.append(round(at_s, 3))
+            answer = _json(note)
+            if answer.get("degraded"):
+                self.counts["degraded"] += 1
+            else:
+                self.model_ms.append(ms)
+            if isinstance(answer.get("latency_ms"), (int, float)):
+                self.service_ms.append(answer["latency_ms"])
+        if kind == "refused" and ms is not None:
+            self.refused_ms.append(ms)
         if kind in ("unexpected", "lost", "refused") and len(self.samples) < 20:
             self.samples.append(f"{kind} {status}: {note[:300]}")
 
@@ -58,21 +83,25 @@ class Outcomes:
         self.statuses.update(other.statuses)
         self.ok_ms += other.ok_ms
         self.ok_at_s += other.ok_at_s
+        self.model_ms += other.model_ms
+        self.service_ms += other.service_ms
+        self.refused_ms += other.refused_ms
         self.samples += other.samples[: max(0, 20 - len(self.samples))]
         self.timeline += other.timeline
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.counts[k] for k in KINDS)
 
     def p(self, q: float) -> float | None:
-        return round(nearest_rank(sorted(self.ok_ms), q), 1) if self.ok_ms else None
+        return percentile(self.ok_ms, 100 * q, 1)
 
     def summary(self) -> dict:
         failed = self.counts["unexpected"] + self.counts["lost"] + self.counts["hung"]
         return {
             "requests": self.total,
-            **{k: self.counts[k] for k in ("ok", "refused", "unexpected", "lost", "hung")},
+            **{k: self.counts[k] for k in KINDS},
+            "degraded": self.counts["degraded"],
             "error_rate_percent": round(100 * failed / max(1, self.total), 3),
             "not_answered_percent": round(100 * (self.total - self.counts["ok"]) / max(1, self.total), 3),
             "p50_ok_ms": self.p(0.5),
@@ -82,13 +111,21 @@ class Outcomes:
         }
 
 
+CLASSIFY = "v1/classify"
+
+
 async def send(
-    client: aiohttp.ClientSession, body: dict, out: Outcomes, began: float, headers: dict | None = None
+    client: aiohttp.ClientSession,
+    body: dict,
+    out: Outcomes,
+    began: float,
+    headers: dict | None = None,
+    path: str = CLASSIFY,
 ) -> float:
     """Sends one ticket and files its end; returns the Retry-After of a refusal (else 0)."""
     start = time.perf_counter()
     try:
-        async with client.post("v1/classify", json=body, headers=headers or {}) as r:
+        async with client.post(path, json=body, headers=headers or {}) as r:
             text = await r.text()
     except TimeoutError:  # the session's total timeout: the whole wait, connect included
         out.add("hung", start - began)
@@ -98,9 +135,9 @@ async def send(
         return 0.0
     ms = (time.perf_counter() - start) * 1000
     if r.status == 200:
-        out.add("ok", start - began, 200, ms)
+        out.add("ok", start - began, 200, ms, note=text)
     elif r.status in (429, 503) and r.headers.get("retry-after"):
-        out.add("refused", start - began, r.status, note=text)
+        out.add("refused", start - began, r.status, ms, note=text)
         return float(r.headers["retry-after"])
     else:
         out.add("unexpected", start - began, r.status, note=text)
@@ -125,18 +162,24 @@ async def closed_loop(
     timeout_s: float,
     out: Outcomes | None = None,
     began: float | None = None,
+    path: str = CLASSIFY,
+    max_requests: int | None = None,
 ) -> Outcomes:
     """`users` clients, each sending its next ticket when the last is answered, or after
-    the Retry-After of a refusal, as a well-behaved client does."""
+    the Retry-After of a refusal, as a well-behaved client does; `path` under `base_url`;
+    at most `max_requests` in all."""
     out = out or Outcomes()
     began = began or time.perf_counter()
     deadline = time.perf_counter() + seconds
+    sent = 0
     async with client(base_url, timeout_s, users) as c:
 
         async def user(k: int) -> None:
+            nonlocal sent
             i = k
-            while time.perf_counter() < deadline:
-                if wait_s := await send(c, bodies[i % len(bodies)], out, began):
+            while time.perf_counter() < deadline and (max_requests is None or sent < max_requests):
+                sent += 1
+                if wait_s := await send(c, bodies[i % len(bodies)], out, began, path=path):
                     await asyncio.sleep(min(wait_s, max(0.0, deadline - time.perf_counter())))
                 i += users
 
@@ -144,24 +187,43 @@ async def closed_loop(
     return out
 
 
-async def open_loop(
+@dataclass
+class Step:
+    """One rate of an open-loop run and what came of it."""
+
+    offered_per_s: float
+    seconds: float
+    outcomes: Outcomes
+    client_loop_lag_max_ms: float  # the generator's own loop falling behind, not the service's delay
+
+    def summary(self) -> dict:
+        return {
+            "offered_per_s": round(self.offered_per_s, 1),
+            "seconds": self.seconds,
+            **self.outcomes.summary(),
+            "answered_per_s": round(self.outcomes.counts["ok"] / self.seconds, 1),
+            "client_loop_lag_max_ms": round(self.client_loop_lag_max_ms, 1),
+        }
+
+
+async def open_loop_steps(
     base_url: str,
     bodies: list[dict],
     steps: list[tuple[float, float]],
     timeout_s: float,
     max_in_flight: int,
     raw: bool = False,
-) -> tuple[Outcomes, list[dict]]:
+) -> list[Step]:
     """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
     (a capped number in flight: past it an arrival counts as lost on the client side and
-    is reported as such). Returns all outcomes and one summary per step. `raw`: bare
-    HTTP/1.1 instead of aiohttp (raw_sender), for a flood beside a measured stream."""
-    per_step = []
+    is reported as such). `raw`: bare HTTP/1.1 instead of aiohttp (raw_sender), for a
+    flood beside a measured stream."""
+    done: list[Step] = []
     began = time.perf_counter()
     tasks: set[asyncio.Task] = set()
     lags_ms: list[float] = []
 
-    async def watch_lag() -> None:  # the generator's own loop falling behind is not the service's delay
+    async def watch_lag() -> None:
         while True:
             t = time.perf_counter()
             await asyncio.sleep(0.05)
@@ -186,22 +248,26 @@ async def open_loop(
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 i += 1
-            per_step.append((rate, seconds, step, max(lags_ms[first_lag:], default=0.0)))
+            done.append(Step(rate, seconds, step, max(lags_ms[first_lag:], default=0.0)))
         await asyncio.gather(*tasks)
     watcher.cancel()
+    return done
+
+
+async def open_loop(
+    base_url: str,
+    bodies: list[dict],
+    steps: list[tuple[float, float]],
+    timeout_s: float,
+    max_in_flight: int,
+    raw: bool = False,
+) -> tuple[Outcomes, list[dict]]:
+    """open_loop_steps: all outcomes, and one summary per step."""
+    done = await open_loop_steps(base_url, bodies, steps, timeout_s, max_in_flight, raw)
     out = Outcomes()
-    for _, _, step, _ in per_step:
-        out.merge(step)
-    return out, [
-        {
-            "offered_per_s": round(r, 1),
-            "seconds": s,
-            **st.summary(),
-            "answered_per_s": round(st.counts["ok"] / s, 1),
-            "client_loop_lag_max_ms": round(lag, 1),
-        }
-        for r, s, st, lag in per_step
-    ]
+    for step in done:
+        out.merge(step.outcomes)
+    return out, [step.summary() for step in done]
 
 
 @contextlib.asynccontextmanager
@@ -244,10 +310,11 @@ async def raw_sender(base_url: str, bodies: list[dict], timeout_s: float, connec
             out.add("lost", start - began, note=type(e).__name__)
         else:
             idle.append(conn)
+            ms = (time.perf_counter() - start) * 1000
             if status == 200:
-                out.add("ok", start - began, 200, (time.perf_counter() - start) * 1000)
+                out.add("ok", start - began, 200, ms, note=note)
             elif status in (429, 503) and retry_after:
-                out.add("refused", start - began, status, note=note)
+                out.add("refused", start - began, status, ms, note=note)
             else:
                 out.add("unexpected", start - began, status, note=note)
             return

@@ -14,9 +14,9 @@ import pytest
 import ray
 from ray import serve
 
-from tests.harness import classify_args, running
-from tests.integration.reliability.figures import record
-from tests.integration.reliability.load import Outcomes, closed_loop, ticket_bodies
+from loadkit.generators import Outcomes, closed_loop, ticket_bodies
+from tests.graph.reliability.figures import record
+from tests.harness import LENIENT_ANTISPAM, reliability_engine, running
 
 pytestmark = pytest.mark.reliability
 
@@ -31,7 +31,12 @@ RESULTS: dict[str, dict] = {}
 @pytest.fixture(scope="module")
 def graph(ray_serve, default_model_dir):
     # The shipped breaker: no host-CPU trigger (a 2-core box at capacity is always above it).
-    args = classify_args(default_model_dir, topology="chain", breaker={"cpu_reject_percent": None})
+    args = {
+        "antispam": LENIENT_ANTISPAM,
+        "model": {"engine": reliability_engine(default_model_dir)},
+        "topology": "chain",
+        "breaker": {"cpu_reject_percent": None},
+    }
     options = {name: {"num_replicas": n} for name, n in REPLICAS.items()}
     with running(ray_serve, APP, args, options) as client:
         yield client, args

@@ -24,14 +24,14 @@ from concurrent.futures import ProcessPoolExecutor
 import psutil
 import pytest
 
-from bench.common import merged, shipped_args
 from deploy.front_door import FrontDoorConfig
 from deploy.front_door import running as running_front_door
 from deployments.config import AppConfig
-from policies.window import nearest_rank
-from tests.harness import CLASSIFY_KV_FRACTION, HTTP_PORT, running
-from tests.integration.reliability.figures import record
-from tests.integration.reliability.load import open_loop_at, ticket_bodies
+from loadkit.generators import open_loop_at, ticket_bodies
+from loadkit.graph_args import merged, shipped_args
+from loadkit.stats import percentile
+from tests.graph.reliability.figures import record
+from tests.harness import HTTP_PORT, reliability_engine, running
 
 pytestmark = pytest.mark.reliability
 
@@ -73,7 +73,7 @@ def isolated(ray_serve, default_model_dir):
         shipped_args(),
         {
             "antispam": LIMITS,
-            "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+            "model": {"engine": reliability_engine(default_model_dir)},
         },
     )
     with running(ray_serve, "isolation", args) as client:
@@ -167,7 +167,11 @@ def phase(
     burst_ms = [ms for at_s, ms in regular if at_s < SETTLE_S]
     steady_ms = [ms for at_s, ms in regular if at_s >= SETTLE_S]
     out = {
-        "regular": {**summary, "p99_burst_ms": p99(burst_ms), "p99_steady_ms": p99(steady_ms)},
+        "regular": {
+            **summary,
+            "p99_burst_ms": percentile(burst_ms, 99, 1),
+            "p99_steady_ms": percentile(steady_ms, 99, 1),
+        },
         "slowest_sent_at_s_and_ms": sorted(regular, key=lambda s: -s[1])[:5],
     }
     if neighbour:
@@ -178,10 +182,6 @@ def phase(
         **{f"{name}_cpu_s": round(cpu_s(pid) - before[name], 2) for name, pid in watch.items()},
     }
     return out, burst_ms, steady_ms
-
-
-def p99(ms: list[float]) -> float:
-    return round(nearest_rank(sorted(ms), 0.99), 1)
 
 
 def spread(values: list[float]) -> float:
@@ -210,12 +210,12 @@ def floods(isolated, front_door, second_process) -> dict:
             run(f"{kind}_at_limit_{r}", f"{kind}_at_limit", kind, False, f"{kind}-{r}-limit")
             run(f"{kind}_flood_{r}", f"{kind}_flood", kind, True, f"{kind}-{r}-flood")
         run(f"base_after_{kind}", "base")
-    p = {name: p99(ms) for name, ms in pooled.items()}
+    p = {name: percentile(ms, 99, 1) for name, ms in pooled.items()}
     result = {
         "front_door": front_door is not None,
         "regular_p99_ms_pooled": p,
         # While a neighbour spends its bucket's burst: the same in both conditions (see SETTLE_S).
-        "regular_p99_ms_pooled_during_the_burst": {name: p99(ms) for name, ms in pooled_burst.items()},
+        "regular_p99_ms_pooled_during_the_burst": {name: percentile(ms, 99, 1) for name, ms in pooled_burst.items()},
         # What a flood's excess costs the others: the same neighbour at its limit, then flooding.
         "p99_moved_by_the_excess": {k: round(p[f"{k}_flood"] / p[f"{k}_at_limit"] - 1, 3) for k in NEIGHBOURS},
         # What the neighbour costs at all, its allowed share included.

@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from bench.common import merged, shipped_args
-from tests.harness import CLASSIFY_KV_FRACTION, LENIENT_ANTISPAM, running
-from tests.integration.reliability.figures import record
-from tests.integration.reliability.load import closed_loop, open_loop, ticket_bodies
+from loadkit.generators import closed_loop, open_loop, ticket_bodies
+from loadkit.graph_args import merged, shipped_args
+from tests.graph.reliability.figures import record
+from tests.harness import LENIENT_ANTISPAM, reliability_engine, running
 
 pytestmark = pytest.mark.reliability
 
@@ -26,7 +26,7 @@ def shipped(ray_serve, default_model_dir):
         shipped_args(),
         {
             "antispam": LENIENT_ANTISPAM,  # one client address sends for every user here
-            "model": {"engine": {"model_dir": default_model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
+            "model": {"engine": reliability_engine(default_model_dir)},
         },
     )
     with running(ray_serve, "overload", args) as client:
