@@ -23,6 +23,8 @@ _LATIN_TOKEN = re.compile(r"[a-z0-9]+")
 _VOWELS = frozenset("aeiouy")
 _CONSONANT_RUN = re.compile(r"[b-df-hj-np-tv-xz]{5,}")
 _LETTER_DIGIT_SWITCHES = re.compile(r"(?:[a-z][0-9]|[0-9][a-z])")
+# A token at least this share digits is an id or a number, not keyboard mash.
+ID_DIGIT_SHARE = 0.75
 
 
 class SpamRulesConfig(BaseModel):
@@ -119,8 +121,9 @@ def entropy_bits(text: str) -> float:
 
 def _unpronounceable(token: str) -> bool:
     """Keyboard mash and generated ids: long consonant runs, no vowels, or letters and
-    digits interleaved. Pure numbers (order ids, amounts) are not suspicious."""
-    if len(token) < 6 or token.isdigit():
+    digits interleaved. Numbers with a few letters (order ids, amounts, tracking numbers
+    like 1Z999AA10123456784) are not suspicious."""
+    if len(token) < 6 or sum(c.isdigit() for c in token) >= ID_DIGIT_SHARE * len(token):
         return False
     if _CONSONANT_RUN.search(token) or len(_LETTER_DIGIT_SWITCHES.findall(token)) >= 2:
         return True
@@ -129,12 +132,16 @@ def _unpronounceable(token: str) -> bool:
 
 
 def random_share(text: str) -> tuple[int, float]:
-    """(Latin letters/digits, share of them inside unpronounceable tokens)."""
+    """(Latin letters/digits, share of all the text's letters and digits inside
+    unpronounceable Latin tokens). All, not only Latin: in a Chinese or Japanese ticket
+    the Latin tokens are a phone number, an order id or a brand ("ChatGPT"), and the
+    words around them are what is read."""
     tokens = _LATIN_TOKEN.findall(text.casefold())
-    total = sum(len(t) for t in tokens)
-    if not total:
+    latin = sum(len(t) for t in tokens)
+    if not latin:
         return 0, 0.0
-    return total, sum(len(t) for t in tokens if _unpronounceable(t)) / total
+    other = sum(1 for ch in text if ch.isalnum() and not ch.isascii())
+    return latin, sum(len(t) for t in tokens if _unpronounceable(t)) / (latin + other)
 
 
 def distinct_trigram_share(text: str) -> tuple[int, float]:

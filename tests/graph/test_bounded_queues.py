@@ -1,0 +1,109 @@
+"""Full queues and a slow or mismatched tokenizer on the fake-engine graph: each bounded
+queue turns overload into a fast JSON answer (503 with Retry-After, or degraded), never
+a lost ticket; a tokenizer that does not answer in time is skipped (the replica reads the
+raw text); a tokenizer of another model refuses to start."""
+
+import concurrent.futures as cf
+
+import httpx
+import pytest
+from ray import serve
+
+from deployments.config import EDGE_OFF, AppConfig
+from models.artifacts import tokenizer_hash
+from serve_app import bind_graph, build_app
+from tests.harness import HTTP_PORT, deploy, fake_args, long_ticket
+
+
+@pytest.mark.parametrize(
+    "case, options, sections, expect",
+    [
+        # The model's queue full, no fallback (edge off): our JSON 503 with Retry-After.
+        ("model_503", {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}}, {"edge": "off"}, 503),
+        # Same with the pre-classifier on: the overflow is answered degraded instead.
+        (
+            "model_degraded",
+            {"ModelReplica": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
+            {"edge": {"templates_enabled": False, "cache_enabled": False, "pre_classifier_intents": []}},
+            "degraded",
+        ),
+        # A full queue mid-chain: the tokenizer is skipped, the replica tokenizes itself
+        # (its own wait bound off, so every ticket it gets is answered).
+        (
+            "tokenizer",
+            {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
+            {"edge": "off", "model": {"queue_per_slot": None}},
+            200,
+        ),
+        # The ingress sheds what it cannot hold before doing any work.
+        (
+            "ingress",
+            {},
+            {
+                "edge": "off",
+                "ingress": {"admission": {"enabled": False, "min_limit": 1, "initial_limit": 4, "max_limit": 4}},
+            },
+            503,
+        ),
+    ],
+)
+def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_dir, case, options, sections, expect):
+    sections = {k: EDGE_OFF if v == "off" else v for k, v in sections.items()}
+    # A model-like 50 ms per answer: a queue of one fills under 32 clients.
+    engine = {**fake_args(default_model_dir)["model"]["engine"], "fake_latency_ms": 50}
+    sections["model"] = {**sections.get("model", {}), "engine": engine}
+    name = f"tight-{case.replace('_', '-')}"
+    ray_serve.run(
+        bind_graph(AppConfig.from_args(fake_args(default_model_dir, **sections)), options),
+        name=name,
+        route_prefix=f"/{name}",
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60) as client:
+            with cf.ThreadPoolExecutor(32) as pool:
+                answers = list(
+                    pool.map(
+                        lambda i: client.post("/v1/classify", json={"text": f"I was charged twice for order {i}"}),
+                        range(96),
+                    )
+                )
+        statuses = [r.status_code for r in answers]
+        assert set(statuses) <= {200, 503}, statuses  # nothing lost, nothing else
+        assert statuses.count(200) > 0
+        rejected = [r for r in answers if r.status_code == 503]
+        assert all(r.json()["error"]["code"] == "overloaded" and r.headers["retry-after"] == "1" for r in rejected)
+        if expect == 503:
+            assert rejected
+        elif expect == 200:
+            assert not rejected
+        else:
+            assert not rejected and any(r.json()["degraded"] and r.json()["route"] == "degraded" for r in answers)
+    finally:
+        ray_serve.delete(name)
+
+
+def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
+    client = deploy(ray_serve, "fallback", fake_args(default_model_dir, tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF))
+    try:
+        r = client.post("/v1/classify", json={"text": "I forgot my password, how do I reset it?"})
+        assert r.status_code == 200 and r.json()["label"] == "password_reset"
+        long = client.post("/v1/classify", json={"text": long_ticket(9000)})
+        assert long.status_code == 200  # the replica truncates what it tokenizes itself
+        stats = serve.get_deployment_handle("Tokenizer", "fallback").stats.remote().result()
+        assert stats["fallback"] == 2 and stats["tokenized"] == 0
+    finally:
+        client.close()
+        ray_serve.delete("fallback")
+
+
+def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, tiny_decoder_dir):
+    args = fake_args(default_model_dir, tokenizer={"tokenizer_dir": tiny_decoder_dir})
+    try:
+        with pytest.raises(RuntimeError, match="Tokenizer"):
+            ray_serve.run(build_app(args), name="mismatch", route_prefix="/mismatch")
+        # What `serve status` shows the operator:
+        msg = ray_serve.status().applications["mismatch"].deployments["Tokenizer"].message
+        assert "tokenizer mismatch" in msg
+        assert tokenizer_hash(default_model_dir) in msg and tokenizer_hash(tiny_decoder_dir) in msg
+    finally:
+        ray_serve.delete("mismatch")
