@@ -1,5 +1,5 @@
 """The tokenizer in front of the real engine, and the generate engine mode (the tokenizer's
-fallback and version lock are tests/graph/test_bounded_queues.py)."""
+fallback and version lock are tests/graph/test_tokenizer.py)."""
 
 from ray import serve
 
