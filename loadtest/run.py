@@ -76,6 +76,13 @@ def main() -> int:
         default=8080,
         help="Ray's Prometheus export (set on a Ray this command starts; sampled during graph runs)",
     )
+    p.add_argument(
+        "--proxy",
+        choices=("haproxy", "python"),
+        default="haproxy",
+        help="Serve's HTTP front on a Ray this command starts: its HAProxy mode (the served default) "
+        "or the Python proxy (deployments/ray_env.py)",
+    )
     p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
     args = p.parse_args()
 
@@ -85,7 +92,7 @@ def main() -> int:
         p.error(f"unknown targets {sorted(unknown)}; allowed: graph, edge_off, vllm, offline")
     out = args.out or ROOT / "bench" / "results" / "loadtest" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
-    env = cluster_env(ROOT)
+    env = cluster_env(ROOT, haproxy=args.proxy == "haproxy")
     model_dir = _model_dir(args.config)
     started_ray, exit_codes, offline = None, {}, None
     try:
@@ -107,6 +114,9 @@ def main() -> int:
                     (out / f"{target}_metrics.json").write_text(json.dumps(sampler.stop(), indent=2))
                 finally:
                     _run(["serve", "shutdown", "-y"], env)
+                    # HAProxy mode: the command returns while the ingress replicas still
+                    # drain; a deploy meanwhile was lost with them.
+                    _wait_shut_down(env, 120)
             elif target == "vllm":
                 exit_codes[target] = _with_vllm_server(args, model_dir, out, env)
             else:
@@ -330,6 +340,17 @@ def _wait_deployed(env: dict, since: float, timeout_s: float) -> None:
             return
         time.sleep(2)
     raise RuntimeError(f"the deployed config was not running after {timeout_s:.0f} s (serve status)")
+
+
+def _wait_shut_down(env: dict, timeout_s: float) -> None:
+    """Until `serve status` shows no application (or no Serve at all)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = subprocess.run(["serve", "status"], env=env, capture_output=True, text=True, check=False)
+        if status.returncode != 0 or not (yaml.safe_load(status.stdout) or {}).get("applications"):
+            return
+        time.sleep(2)
+    raise RuntimeError(f"Serve still had applications {timeout_s:.0f} s after `serve shutdown`")
 
 
 def _wait_healthy(url: str, timeout_s: float) -> None:
