@@ -1,0 +1,142 @@
+"""Serve's HAProxy mode (the served default: deployments/ray_env.py HAPROXY_ENV) on a Ray
+head of its own: the graph on the fake engine, every route and every error asked once
+through HAProxy, and how long `serve.delete` takes there.
+
+    python -m tests.graph.reliability.haproxy_drill [--out FILE]
+
+Prints and writes (--out) each case's status, content type and error code. Runs its own
+head on free ports beside any other Ray on the machine, and never calls `ray stop`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from deployments.ray_env import HAPROXY_ENV, RAY_ENV, cluster_env
+from models.build import DEFAULT_OUT, ROOT
+from tests.graph.reliability.node_drill import free_port, kill_tree, start_node
+from tests.harness import LENIENT_ANTISPAM, long_ticket
+
+TOKEN = "drill-admin-token"
+# (name, method, path, body: dict for JSON, bytes as sent, None for no body)
+CASES = [
+    ("classify", "POST", "/v1/classify", {"text": "my parcel arrived broken, the box was crushed"}),
+    ("batch", "POST", "/v1/classify/batch", {"tickets": [{"text": "where is my order"}, {"text": 12}]}),
+    ("labels", "GET", "/v1/labels", None),
+    ("healthz", "GET", "/healthz", None),
+    ("unknown_path", "GET", "/v1/nothing-here", None),
+    ("wrong_method", "GET", "/v1/classify", None),
+    ("invalid_json", "POST", "/v1/classify", b'{"text": "oops"'),
+    ("invalid_field", "POST", "/v1/classify", {"text": 12}),
+    ("too_long", "POST", "/v1/classify", {"text": long_ticket(12_000) + " more"}),
+    ("admin_without_token", "GET", "/admin/state", None),
+]
+
+
+def run() -> dict:
+    env = cluster_env(ROOT, haproxy=True)
+    # Read when ray is imported: the driver speaks to the cluster the way its node does.
+    keys = (*RAY_ENV, *HAPROXY_ENV, "RAY_AUTH_MODE")
+    os.environ.update({k: v for k, v in env.items() if k in keys})
+    import ray
+    from ray import serve
+
+    from deployments.config import AppConfig
+    from serve_app import bind_graph
+
+    gcs, client_port, http = free_port(), free_port(), free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="tshaproxy"))
+    head = start_node(
+        [
+            "--head",
+            "--port",
+            str(gcs),
+            "--ray-client-server-port",
+            str(client_port),
+            "--include-dashboard",
+            "false",
+            "--num-cpus",
+            "2",
+            "--temp-dir",
+            str(tmp / "head"),
+        ],
+        env,
+        tmp / "head.log",
+    )
+    try:
+        address = f"127.0.0.1:{gcs}"
+        deadline = time.monotonic() + 60
+        while subprocess.run(["ray", "status", "--address", address], env=env, capture_output=True).returncode:
+            assert time.monotonic() < deadline and head.poll() is None, (tmp / "head.log").read_text()[-2000:]
+            time.sleep(1)
+        ray.init(address=address, log_to_driver=False)
+        serve.start(http_options={"host": "127.0.0.1", "port": http})
+        args = {
+            "antispam": LENIENT_ANTISPAM,
+            "model": {"engine": {"mode": "fake", "model_dir": str(DEFAULT_OUT)}},
+            "review": {"store_path": str(tmp / "review.sqlite3")},
+            "admin": {"token": TOKEN},
+        }
+        serve.run(bind_graph(AppConfig.from_args(args)), name="haproxy", route_prefix="/")
+        url = f"http://127.0.0.1:{http}"
+        with httpx.Client(base_url=url, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+            cases = {}
+            for name, method, path, body in CASES:
+                r = client.request(
+                    method,
+                    path,
+                    json=body if isinstance(body, dict) else None,
+                    content=body if isinstance(body, bytes) else None,
+                )
+                try:
+                    answer = r.json()
+                except ValueError:
+                    answer = None
+                cases[name] = {
+                    "status": r.status_code,
+                    "content_type": r.headers.get("content-type", ""),
+                    "json": answer is not None,
+                    "code": (answer or {}).get("error", {}).get("code") if isinstance(answer, dict) else None,
+                }
+        started = time.monotonic()
+        serve.delete("haproxy")
+        return {"cases": cases, "serve_delete_s": round(time.monotonic() - started, 1)}
+    finally:
+        try:
+            serve.shutdown()
+            ray.shutdown()
+        except Exception:
+            pass
+        kill_tree(head)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, help="JSON file for the results")
+    a = p.parse_args(argv)
+    text = json.dumps(run(), indent=2)
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
