@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import httpx
 
 from deployments.ray_env import HAPROXY_ENV, RAY_ENV, cluster_env
 from models.build import DEFAULT_OUT, ROOT
-from tests.graph.reliability.node_drill import free_port, kill_tree, start_node
+from tests.graph.reliability.node_drill import free_port, kill_tree, start_head
 from tests.harness import LENIENT_ANTISPAM, long_ticket
 
 TOKEN = "drill-admin-token"
@@ -53,31 +52,10 @@ def run() -> dict:
     from deployments.config import AppConfig
     from serve_app import bind_graph
 
-    gcs, client_port, http = free_port(), free_port(), free_port()
+    http = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="tshaproxy"))
-    head = start_node(
-        [
-            "--head",
-            "--port",
-            str(gcs),
-            "--ray-client-server-port",
-            str(client_port),
-            "--include-dashboard",
-            "false",
-            "--num-cpus",
-            "2",
-            "--temp-dir",
-            str(tmp / "head"),
-        ],
-        env,
-        tmp / "head.log",
-    )
+    head, address = start_head(env, tmp, [])
     try:
-        address = f"127.0.0.1:{gcs}"
-        deadline = time.monotonic() + 60
-        while subprocess.run(["ray", "status", "--address", address], env=env, capture_output=True).returncode:
-            assert time.monotonic() < deadline and head.poll() is None, (tmp / "head.log").read_text()[-2000:]
-            time.sleep(1)
         ray.init(address=address, log_to_driver=False)
         serve.start(http_options={"host": "127.0.0.1", "port": http})
         args = {

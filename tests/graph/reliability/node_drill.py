@@ -55,6 +55,38 @@ def start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
         )
 
 
+def start_head(env: dict, tmp: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    """A head node on free ports (2 CPUs, no dashboard, its own temp folder under `tmp`),
+    once `ray status` answers: the process and its GCS address."""
+    gcs, client_port = free_port(), free_port()
+    head = start_node(
+        [
+            "--head",
+            "--port",
+            str(gcs),
+            "--ray-client-server-port",
+            str(client_port),
+            "--include-dashboard",
+            "false",
+            "--num-cpus",
+            "2",
+            *extra,
+            "--temp-dir",
+            str(tmp / "head"),
+        ],
+        env,
+        tmp / "head.log",
+    )
+    address = f"127.0.0.1:{gcs}"
+    deadline = time.monotonic() + 60
+    while subprocess.run(["ray", "status", "--address", address], env=env, capture_output=True).returncode:
+        if time.monotonic() > deadline or head.poll() is not None:
+            kill_tree(head)
+            raise RuntimeError((tmp / "head.log").read_text()[-2000:])
+        time.sleep(1)
+    return head, address
+
+
 def kill_tree(process: subprocess.Popen) -> int:
     """SIGKILL the node's `ray start` and everything under it: the node is gone."""
     try:
@@ -101,40 +133,18 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
     from deployments.config import AppConfig
     from serve_app import bind_graph
 
-    gcs, client_port, http = free_port(), free_port(), free_port()
+    http = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="tsdrill"))
-    head = start_node(
-        [
-            "--head",
-            "--port",
-            str(gcs),
-            "--ray-client-server-port",
-            str(client_port),
-            "--include-dashboard",
-            "false",
-            "--num-cpus",
-            "2",
-            "--resources",
-            '{"head_node": 2}',
-            "--temp-dir",
-            str(tmp / "head"),
-        ],
-        env,
-        tmp / "head.log",
-    )
+    head, address = start_head(env, tmp, ["--resources", '{"head_node": 2}'])
+    joined_by = time.monotonic() + 60
     second = None
     try:
-        address = f"127.0.0.1:{gcs}"
-        deadline = time.monotonic() + 60
-        while subprocess.run(["ray", "status", "--address", address], env=env, capture_output=True).returncode:
-            assert time.monotonic() < deadline and head.poll() is None, (tmp / "head.log").read_text()[-2000:]
-            time.sleep(1)
         second = start_node(
             ["--address", address, "--num-cpus", "2", "--resources", '{"second_node": 2}'], env, tmp / "second.log"
         )
         ray.init(address=address, log_to_driver=False)
         while len([n for n in ray.nodes() if n["Alive"]]) < 2:
-            assert time.monotonic() < deadline + 60, "the second node did not join"
+            assert time.monotonic() < joined_by, "the second node did not join"
             time.sleep(1)
         serve.start(http_options={"host": "127.0.0.1", "port": http})
         args = merged(
