@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
@@ -23,6 +24,22 @@ DEFAULT_OPTIONS = {
 }
 
 
+def load_encoder(source: str, max_tokens: int):
+    """The `tokenizers` library on the directory's tokenizer.json, truncating like
+    transformers' `truncation=True, max_length=max_tokens` (special tokens kept). Importing
+    transformers (and torch with it) cost this replica ~10 CPU-s at every start; the ids
+    are the same (tests/unit/test_tokenizer_ids.py)."""
+    from tokenizers import Tokenizer as Encoder
+
+    path = Path(source, "tokenizer.json")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: the tokenizer deployment loads a fast tokenizer's tokenizer.json")
+    encoder = Encoder.from_file(str(path))
+    encoder.enable_truncation(max_length=max_tokens)
+    encoder.no_padding()
+    return encoder
+
+
 class Tokenizer:
     """Turns ticket text into the engine's token ids for the edge router to send on.
 
@@ -32,8 +49,6 @@ class Tokenizer:
     """
 
     async def __init__(self, config: TokenizerConfig, model: DeploymentHandle, model_dir: str):
-        from transformers import AutoTokenizer
-
         self._timeout_s = config.timeout_ms / 1000
         source = config.tokenizer_dir or model_dir
         own_hash = tokenizer_hash(source)
@@ -43,9 +58,9 @@ class Tokenizer:
                 f"tokenizer mismatch: {source} hashes to {own_hash}, the model replica's tokenizer "
                 f"is {info.tokenizer_hash}; refusing to start"
             )
-        self._tokenizer = AutoTokenizer.from_pretrained(source)
         self._add_special_tokens = info.add_special_tokens
         self._max_tokens = min(config.max_tokens, info.max_tokens)
+        self._encoder = load_encoder(source, self._max_tokens)
         self._counts = {"tokenized": 0, "fallback": 0}
         self._outcomes = Counter(
             "tokenizer_requests_total",
@@ -54,12 +69,7 @@ class Tokenizer:
         )
 
     def _encode(self, text: str) -> list[int]:
-        return self._tokenizer(
-            text,
-            add_special_tokens=self._add_special_tokens,
-            truncation=True,
-            max_length=self._max_tokens,
-        )["input_ids"]
+        return self._encoder.encode(text, add_special_tokens=self._add_special_tokens).ids
 
     async def tokenize(self, text: str) -> list[int] | str:
         try:

@@ -13,11 +13,14 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export TICKETSERVE_FUZZ_INPUTS=${TICKETSERVE_FUZZ_INPUTS:-2000}
 export TICKETSERVE_OVERLOAD_STEP_S=${TICKETSERVE_OVERLOAD_STEP_S:-6}
 export TICKETSERVE_ISOLATION_PHASE_S=${TICKETSERVE_ISOLATION_PHASE_S:-8}
+export TICKETSERVE_ISOLATION_ROUNDS=${TICKETSERVE_ISOLATION_ROUNDS:-1}
+export TICKETSERVE_REPLICA_LOSS_RUN_S=${TICKETSERVE_REPLICA_LOSS_RUN_S:-14}
+export TICKETSERVE_NODE_LOSS_RUN_S=${TICKETSERVE_NODE_LOSS_RUN_S:-25}
 # Lint first: seconds, and a formatting slip should not wait for the slow tiers.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 if [ "${1:-}" = "--fast" ]; then
   shift
-  exec .venv/bin/python -m pytest -v -rs tests/unit tests/graph --ignore=tests/graph/reliability "$@"
+  exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability "$@"
 fi
-exec .venv/bin/python -m pytest -v -rs "$@"
+exec .venv/bin/python -m pytest -v -rs --durations=40 "$@"

@@ -136,16 +136,16 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
 
 
 def test_a_good_canary_is_promoted_to_all_traffic(ray_serve, default_model_dir, models, tmp_path):
-    # Hold long enough at 50 % to check the split before the first promotion. The hold
-    # counts from the controller's start, which comes well before the slowest replica of
-    # the graph is up (20-30 s here), and the fake engine's golden run is over at once.
-    policy = {**POLICY, "start_percent": 50, "step_percent": 50, "hold_s": 45}
+    # Hold long enough at 50 % to check the split before the first promotion. The rollout
+    # starts once the graph is up: a hold counted from the controller's start would have
+    # to outlast the slowest replica's (20-30 s here) and then hold again at 100 %.
+    policy = {**POLICY, "start_percent": 0, "step_percent": 50, "hold_s": 8}
     args = rollout_args(default_model_dir, models["copy"], tmp_path / "canary.json", policy=policy)
     with running(ray_serve, "canary_good", args) as client:
-        start = rollout(client)
+        start = client.post("/admin/rollout", headers=AUTH, json={"percent": 50}).json()
         stable, canary = start["stable_version"], start["canary_version"]
-        assert (start["status"], start["percent"]) == ("rolling", 50)
-        time.sleep(0.5)
+        assert (start["status"], start["percent"], start["shadow"]) == ("rolling", 50, False)
+        time.sleep(0.5)  # every caller's view has the new split
 
         # The same ticket id lands on the same side, whatever its text; both sides get some.
         sides = {}
@@ -165,5 +165,5 @@ def test_a_good_canary_is_promoted_to_all_traffic(ray_serve, default_model_dir, 
 
         state = wait_for(client, lambda s: s["status"] == "complete", timeout_s=150, drive=drive)
         actions = [(h["action"], h["to_percent"]) for h in state["history"]]
-        assert actions == [("promote", 100), ("complete", 100)], actions
+        assert actions == [("set", 50), ("promote", 100), ("complete", 100)], actions
         assert {classify(client, f"{TEXTS[3]} (after {i})", f"f-{i}")["model_version"] for i in range(8)} == {canary}

