@@ -85,6 +85,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             tokenizer=config.tokenizer,
             breaker=config.breaker,
             retry=config.retry,
+            micro_batch=config.micro_batch,
             model_dir=model_dir,
             rollout=config.rollout,
         )
@@ -108,6 +109,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         breaker=shared_breaker,
         breaker_config=config.breaker,
         retry=config.retry,
+        micro_batch=config.micro_batch,
         controller=controller,
         canary=side,
         rollout=config.rollout,

@@ -46,6 +46,30 @@ class ModelOutOfMemory(Exception):
     """The engine ran out of memory; retrying would hit the same wall."""
 
 
+MODEL_FAILURES: dict[str, type[Exception]] = {
+    "throttled": ModelThrottled,
+    "unavailable": ModelUnavailable,
+    "out_of_memory": ModelOutOfMemory,
+}
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """One ticket of a many-ticket model call that got no answer; its neighbours' answers
+    stand, and its caller sees the exception a one-ticket call would have raised."""
+
+    kind: Literal["throttled", "unavailable", "out_of_memory"]
+    message: str
+
+    @classmethod
+    def of(cls, e: BaseException) -> ModelFailure:
+        kind = next((k for k, t in MODEL_FAILURES.items() if isinstance(e, t)), "unavailable")
+        return cls(kind, str(e) or type(e).__name__)
+
+    def exception(self) -> Exception:
+        return MODEL_FAILURES[self.kind](self.message)
+
+
 @dataclass(frozen=True)
 class Ticket:
     """One normalized ticket as it travels the graph (never logged: it holds customer text)."""

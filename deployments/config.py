@@ -20,6 +20,7 @@ from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
 from policies.canary import CanaryConfig
 from policies.language import LanguageConfig
+from policies.micro_batch import MicroBatchConfig
 from policies.rate_limit import DuplicateConfig, RateLimitConfig
 from policies.reclaim import ReclaimConfig
 from policies.retry import RetryConfig
@@ -243,6 +244,9 @@ class AppConfig(Strict):
     model: ModelReplicaConfig = Field(default_factory=ModelReplicaConfig, description="model replica")
     breaker: BreakerConfig = Field(default_factory=BreakerConfig, description="circuit breaker of the model path")
     retry: RetryConfig = Field(default_factory=RetryConfig, description="retry matrix for model calls")
+    micro_batch: MicroBatchConfig = Field(
+        default_factory=MicroBatchConfig, description="several tickets to one model call once they pile up"
+    )
     kv_cache: KVCacheConfig = Field(
         default_factory=KVCacheConfig, description="KV-cache manager and prefix-affinity routing of model calls"
     )

@@ -22,6 +22,7 @@ from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
 from policies.edge_route import edge_answer, fallback_answer
 from policies.language import Identify, detect_language
+from policies.micro_batch import MicroBatchConfig
 from policies.retry import RetryConfig
 from policies.templates import TemplateSet
 
@@ -80,6 +81,7 @@ class EdgeRouter:
         controller: DeploymentHandle | None = None,
         canary: DeploymentHandle | None = None,
         rollout: RolloutConfig | None = None,
+        micro_batch: MicroBatchConfig | None = None,
         identify_factory: Callable[[], Identify] = py3langid_identifier,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -102,7 +104,15 @@ class EdgeRouter:
             == (await model.tokenizer_info.remote()).tokenizer_hash
         )
         self._model_path = ModelPath(
-            tokenizer, model, view, retry, clock, canary=canary, split=split, canary_takes_tokens=same_tokens
+            tokenizer,
+            model,
+            view,
+            retry,
+            clock,
+            canary=canary,
+            split=split,
+            canary_takes_tokens=same_tokens,
+            micro_batch=micro_batch,
         )
         self._epoch = 0
         self._identify = identify_factory()
@@ -238,6 +248,8 @@ class EdgeRouter:
             "cache_evicted": self._cache.evicted,
             "model_give_ups": dict(self._model_path.give_ups),
             "model_retries": dict(self._model_path.retries),
+            # Stable's calls and the tickets they carried, with micro-batching on.
+            "micro_batched": dict(self._model_path.batcher.sent) if self._model_path.batcher else None,
         }
 
     async def ping(self) -> str:

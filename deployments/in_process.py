@@ -26,6 +26,7 @@ from deployments.config import (
 from deployments.edge_router import EdgeRouter
 from deployments.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
+from policies.micro_batch import MicroBatchConfig
 from policies.retry import RetryConfig
 
 
@@ -73,6 +74,7 @@ class InProcessEdge:
     retry: RetryConfig
     model_dir: str
     rollout: RolloutConfig
+    micro_batch: MicroBatchConfig
 
     async def build(self, nodes: dict[str, DeploymentHandle], breaker: DeploymentHandle) -> dict[str, LocalHandle]:
         """antispam -> edge_router -> tokenizer, as handles, on `nodes`' rate limiter, model
@@ -92,6 +94,7 @@ class InProcessEdge:
                 nodes.get("canary_controller"),
                 nodes.get("canary_model"),
                 self.rollout,
+                micro_batch=self.micro_batch,
             )
         )
         antispam = LocalHandle(await construct(AntiSpam, self.antispam, nodes["rate_limiter"], edge))

@@ -23,8 +23,10 @@ from ray.serve.metrics import Counter
 
 from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.breaker import BreakerView
+from deployments.call_batcher import CallBatcher
 from deployments.canary_view import CanaryView
 from policies.canary import Side
+from policies.micro_batch import MicroBatchConfig
 from policies.retry import Cause, RetryBudget, RetryConfig, next_step
 
 logger = logging.getLogger("ray.serve")
@@ -63,10 +65,22 @@ class ModelPath:
         canary: DeploymentHandle | None = None,
         split: CanaryView | None = None,
         canary_takes_tokens: bool = True,
+        micro_batch: MicroBatchConfig | None = None,
     ):
-        """`canary_takes_tokens`: the canary shares stable's tokenizer (else it gets raw text)."""
+        """`canary_takes_tokens`: the canary shares stable's tokenizer (else it gets raw text).
+        `micro_batch` (enabled): stable's calls carry the tickets that piled up together;
+        the canary's, a small share, go one by one."""
         self._tokenizer = tokenizer
-        self._model = model
+        self.batcher = (
+            CallBatcher(model, micro_batch, retry.per_try_timeout_ms / 1000, clock)
+            if micro_batch is not None and micro_batch.enabled
+            else None
+        )
+        self._call_stable: Callable[[list[int] | str, str, str | None], Awaitable[ModelAnswer]] = (
+            self.batcher.predict
+            if self.batcher
+            else lambda prompt, request_id, tenant: model.predict.remote(prompt, request_id, tenant=tenant)
+        )
         self._canary = canary
         self.split = split
         self._canary_takes_tokens = canary_takes_tokens
@@ -159,9 +173,7 @@ class ModelPath:
             try:
                 # Serve queues a call while the deployment has no replica (one being
                 # replaced): without a deadline the ticket would wait out the ingress's.
-                result = await asyncio.wait_for(
-                    self._model.predict.remote(prompt, request_id, tenant=tenant), self._try_s
-                )
+                result = await asyncio.wait_for(self._call_stable(prompt, request_id, tenant), self._try_s)
             except Exception as e:
                 cause = failure_cause(e)
                 self._sides.inc(tags={"side": "stable", "outcome": "failed"})

@@ -4,6 +4,7 @@ reports, deployments/kv_reporter.py."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -13,7 +14,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
 
-from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
+from deployments.api import ModelAnswer, ModelFailure, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.config import FaultConfig, KVCacheConfig, ModelReplicaConfig
 from deployments.engines import TokenizerInfo, start_engine
 from deployments.faults import FaultInjector
@@ -107,6 +108,17 @@ class ModelReplica:
             self._kv.record(prediction)
         return ModelAnswer(prediction.label, prediction.confidence, self._engine.metadata.version)
 
+    async def predict_many(
+        self, prompts: list[list[int] | str], request_ids: list[str], tenant: str | None = None
+    ) -> list[ModelAnswer | ModelFailure]:
+        """The tickets one caller held, in one call (deployments/call_batcher.py): Serve's
+        per-call cost is paid once. Each ticket is admitted, answered and counted on its
+        own, and a failure stays that ticket's."""
+        results = await asyncio.gather(
+            *(self.predict(p, r, tenant) for p, r in zip(prompts, request_ids, strict=True)), return_exceptions=True
+        )
+        return [r if isinstance(r, ModelAnswer) else ModelFailure.of(r) for r in results]
+
     def set_faults(self, faults: dict[str, Any]) -> dict[str, Any]:
         """Test switch: make this replica fail (see FaultConfig); {} turns it off."""
         self._faults.config = FaultConfig.model_validate(faults)
@@ -137,6 +149,7 @@ class ModelReplica:
         slots = self._controls.slots
         return {
             "limit": slots.limit,
+            "start_limit": self._controls.batching.start,
             "active": slots.active,
             "waiting": slots.waiting,
             "batch_cap": self._controls.batching.cap,

@@ -80,7 +80,7 @@ class AdaptiveBatchSize:
     def __init__(self, config: BatchSizeConfig, cap: int, now: float):
         self._config = config
         self.cap = cap
-        self.size = min(max(config.start_size, config.min_size), cap)
+        self.start = self.size = min(max(config.start_size, config.min_size), cap)
         self._changed_at = now
 
     def decide(self, signals: BatchSignals, now: float) -> BatchDecision:

@@ -42,6 +42,12 @@ class SpamRulesConfig(BaseModel):
     entropy_min_chars: int = Field(
         20, gt=0, description="low_entropy applies from this many characters (short texts have little entropy)"
     )
+    entropy_adaptive_min_chars: int = Field(
+        60,
+        gt=0,
+        description="texts this long set and meet the adapted entropy floor; shorter ones meet its lower bound "
+        "(a real 26-character sentence has ~3.1 bits, under a floor adapted on longer tickets)",
+    )
     random_max_share: float = Field(
         0.5, gt=0, le=1, description="most of the Latin letters/digits that may sit in unpronounceable tokens"
     )
@@ -73,6 +79,7 @@ class TextFeatures:
     entropy_bits: float
     latin_chars: int
     random_share: float
+    other_alnum_chars: int  # letters and digits outside ASCII: CJK, accented, full-width
 
 
 class LetterPairs:
@@ -156,7 +163,8 @@ def features(text: str) -> TextFeatures:
     nonspace, ratio = repeat_ratio(text)
     words, distinct = distinct_trigram_share(text)
     latin, share = random_share(text)
-    return TextFeatures(len(text), nonspace, ratio, words, distinct, entropy_bits(text), latin, share)
+    other = sum(1 for ch in text if ch.isalnum() and not ch.isascii())
+    return TextFeatures(len(text), nonspace, ratio, words, distinct, entropy_bits(text), latin, share, other)
 
 
 class SpamRules:
@@ -176,17 +184,21 @@ class SpamRules:
             return "repeated_chars"
         if f.words >= c.repeated_words_min_words and f.distinct_trigram_share < c.min_distinct_trigram_share:
             return "repeated_words"
-        entropy_applies = f.chars >= c.entropy_min_chars
-        if entropy_applies and f.entropy_bits < self._entropy.value:
+        entropy_adapts = f.chars >= c.entropy_adaptive_min_chars
+        floor = self._entropy.value if entropy_adapts else c.entropy_bits.lower_bound
+        if f.chars >= c.entropy_min_chars and f.entropy_bits < floor:
             return "low_entropy"
         if f.latin_chars >= c.random_min_chars and f.random_share > c.random_max_share:
             return "random_string"
-        pairs, log_prob = self._letters.mean_log_prob(text)
-        if pairs >= c.letter_min_pairs and log_prob < c.letter_log_prob_floor:
-            return "random_string"
+        # Latin letters in a mostly Chinese or Japanese ticket are ids and brands
+        # ("ABC-200", "#P31413"), not words the letter-pair model knows.
+        if f.latin_chars >= f.other_alnum_chars:
+            pairs, log_prob = self._letters.mean_log_prob(text)
+            if pairs >= c.letter_min_pairs and log_prob < c.letter_log_prob_floor:
+                return "random_string"
         if repeat_applies:
             self._repeat.observe(f.repeat_ratio)
-        if entropy_applies:
+        if entropy_adapts:
             self._entropy.observe(f.entropy_bits)
         return None
 

@@ -171,6 +171,8 @@ def test_the_engine_worker_sleeps_between_tickets(app):
 
 def test_default_replica_starts_at_8_with_the_engines_sequence_cap(app):
     """The seeds' start; on CPU the cap is what the engine holds (an encoder-only model
-    keeps no KV, so the scheduler's max_num_seqs), not a KV-block count."""
+    keeps no KV, so the scheduler's max_num_seqs), not a KV-block count. The knob has
+    moved since (the earlier tests' load; 6 once in CI): within its bounds."""
     stats = serve.get_deployment_handle("ModelReplica", "main").stats.remote().result()
-    assert stats["limit"] == 8 and stats["batch_cap"] == 256, stats
+    assert stats["start_limit"] == 8 and stats["batch_cap"] == 256, stats
+    assert 1 <= stats["limit"] <= stats["batch_cap"], stats
