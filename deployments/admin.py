@@ -107,6 +107,9 @@ class AdminEndpoints:
             "in_flight": self._ongoing,
             "review": review,
             "rollout": await self._rollout_state(),
+            # One edge router's counts (fused: this ingress replica's own): cache, the model
+            # path's retries, give-ups and hedged calls.
+            "edge": await self._nodes["edge_router"].stats.remote(),
             "nodes": sorted(self._nodes),
         }
 

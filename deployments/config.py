@@ -19,6 +19,7 @@ from policies.admission import AdmissionConfig
 from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
 from policies.canary import CanaryConfig
+from policies.label_drift import LabelDriftConfig
 from policies.language import LanguageConfig
 from policies.micro_batch import MicroBatchConfig
 from policies.rate_limit import DuplicateConfig, RateLimitConfig
@@ -44,6 +45,10 @@ class IngressConfig(Strict):
     color_header: str = Field(
         "x-traffic-color",
         description="header sending a ticket to one model side (stable or canary), whatever the split",
+    )
+    label_drift: LabelDriftConfig = Field(
+        default_factory=LabelDriftConfig,
+        description="window of recent answers whose label mix is compared with the training mix",
     )
 
 

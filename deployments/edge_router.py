@@ -250,6 +250,8 @@ class EdgeRouter:
             "model_retries": dict(self._model_path.retries),
             # Stable's calls and the tickets they carried, with micro-batching on.
             "micro_batched": dict(self._model_path.batcher.sent) if self._model_path.batcher else None,
+            # First calls, copies sent and copies that answered first, with hedging on.
+            "hedges": dict(self._model_path.hedges) if self._model_path.hedger else None,
         }
 
     async def ping(self) -> str:

@@ -16,6 +16,7 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge, Histogram
 
 from deployments.admin import AdminEndpoints
+from deployments.answer_metrics import AnswerMetrics
 from deployments.api import (
     Answer,
     ApiError,
@@ -76,11 +77,17 @@ class Ingress(AdminEndpoints):
         self._first = first
         self._nodes = nodes
         self._review = review or ReviewConfig(enabled=False)
+        model = await nodes["model"].labels.remote()
         if self._review.min_confidence is None:
-            threshold = (await nodes["model"].labels.remote()).get("review_threshold")
+            threshold = model.get("review_threshold")
             self._review = self._review.model_copy(
                 update={"min_confidence": DEFAULT_REVIEW_CONFIDENCE if threshold is None else threshold}
             )
+        self._answers = AnswerMetrics(
+            [label["name"] for label in model["labels"]],
+            await nodes["model"].label_mix.remote(),
+            config.label_drift,
+        )
         self._review_failures = Counter(
             "review_record_failures_total", description="Low-confidence answers the review queue did not record."
         )
@@ -224,6 +231,7 @@ class Ingress(AdminEndpoints):
         if not isinstance(result, Answer):
             raise result.error()
         needs_review = await self._maybe_review(body, ticket, result, request_id)
+        self._answers.answered(result.label, result.route, result.confidence, needs_review)
         latency_ms = (time.perf_counter() - start) * 1000
         return ClassifyResponse(
             label=result.label,

@@ -26,6 +26,7 @@ from deployments.breaker import BreakerView
 from deployments.call_batcher import CallBatcher
 from deployments.canary_view import CanaryView
 from policies.canary import Side
+from policies.hedge import Hedger
 from policies.micro_batch import MicroBatchConfig
 from policies.retry import Cause, RetryBudget, RetryConfig, next_step
 
@@ -89,10 +90,13 @@ class ModelPath:
         self._retry = retry
         self._try_s = retry.per_try_timeout_ms / 1000
         self._budget = RetryBudget(retry)
+        self.hedger = Hedger(retry.hedge) if retry.hedge.enabled else None
         self._clock = clock
         self._sleep = sleep
         self.give_ups: collections.Counter[str] = collections.Counter()
         self.retries: collections.Counter[str] = collections.Counter()
+        # With hedging on: first calls, copies sent, copies that answered first.
+        self.hedges: collections.Counter[str] = collections.Counter()
         self._retries = Counter(
             "model_retries_total", description="Retries of model calls, by cause.", tag_keys=("cause",)
         )
@@ -103,6 +107,11 @@ class ModelPath:
         )
         self._tokenizer_fallbacks = Counter(
             "tokenizer_unreachable_total", description="Tickets sent as raw text because the tokenizer did not answer."
+        )
+        self._hedges = Counter(
+            "model_hedges_total",
+            description="Second copies of slow model calls: sent, and won (the copy answered first).",
+            tag_keys=("outcome",),
         )
         self._sides = Counter(
             "canary_side_calls_total",
@@ -173,7 +182,7 @@ class ModelPath:
             try:
                 # Serve queues a call while the deployment has no replica (one being
                 # replaced): without a deadline the ticket would wait out the ingress's.
-                result = await asyncio.wait_for(self._call_stable(prompt, request_id, tenant), self._try_s)
+                result = await asyncio.wait_for(self._call_once(prompt, request_id, tenant), self._try_s)
             except Exception as e:
                 cause = failure_cause(e)
                 self._sides.inc(tags={"side": "stable", "outcome": "failed"})
@@ -195,6 +204,50 @@ class ModelPath:
                 self.split.record("stable", took_ms, failed=False)
             self._sides.inc(tags={"side": "stable", "outcome": "ok"})
             return result
+
+    async def _call_once(self, prompt: list[int] | str, request_id: str, tenant: str | None) -> ModelAnswer:
+        """One try of a stable call. With hedging on, a call unanswered past the hedge delay
+        gets a copy (Serve's router sends it to the less loaded of two replicas, which a
+        slow one is not) and the first answer wins; the other call is cancelled."""
+        if self.hedger is None:
+            return await self._call_stable(prompt, request_id, tenant)
+        start = self._clock()
+        self.hedger.record_call(start)
+        self.hedges["calls"] += 1
+        first = self._call_stable(prompt, request_id, tenant)
+        calls = {asyncio.ensure_future(first): first}
+        racing = set(calls)
+        try:
+            delay = self.hedger.delay_s()
+            if delay is not None:
+                done, _ = await asyncio.wait(racing, timeout=delay)
+                if not done and self.hedger.try_spend(self._clock()):
+                    copy = self._call_stable(prompt, f"{request_id}-hedge", tenant)
+                    task = asyncio.ensure_future(copy)
+                    calls[task] = copy
+                    racing.add(task)
+                    self.hedges["sent"] += 1
+                    self._hedges.inc(tags={"outcome": "sent"})
+            while True:
+                done, racing = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+                answered = [task for task in done if task.exception() is None]
+                if answered:
+                    self.hedger.record_answer(self._clock() - start)
+                    if calls[answered[0]] is not first:
+                        self.hedges["won"] += 1
+                        self._hedges.inc(tags={"outcome": "won"})
+                    return answered[0].result()
+                if not racing:
+                    # Every call failed: the retry matrix reads the cause of the last one.
+                    raise done.pop().exception()
+        finally:
+            for task in racing:
+                task.cancel()
+                # A DeploymentResponse cancels its request in the replica (vLLM aborts it);
+                # cancelling the task that awaits it alone would leave the replica working.
+                cancel = getattr(calls[task], "cancel", None)
+                if cancel is not None:
+                    cancel()
 
     def _give_up(self, reason: str) -> None:
         self.give_ups[reason] += 1

@@ -50,6 +50,8 @@ class ModelMetadata:
     trained_rows: int = 0
     train_accuracy: float = 0.0
     data_file: str = ""
+    # Training rows per label: the reference the served label mix drifts from.
+    label_mix: dict[str, int] = field(default_factory=dict)
     # generate mode: the shared instruction placed before every ticket.
     instruction: str = ""
     # Read off the validation split at build time (models.calibration): answers below this

@@ -26,6 +26,7 @@ directory.
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import hashlib
 import json
@@ -50,7 +51,7 @@ OOS_EVAL = ROOT / "models" / "data" / "oos_eval.csv"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
 BASES_DIR = ROOT / "artifacts" / "bases"
 # Bump when the training code changes what it builds, so existing models are rebuilt.
-RECIPE_VERSION = 5
+RECIPE_VERSION = 6
 BASES = ("e5-small", "minilm")
 VALIDATION_SHARE = 0.15
 MAX_FLAGGED_RIGHT = 0.05
@@ -459,6 +460,7 @@ def build(
         tiers=tiers,
         tokenizer_hash=tokenizer_hash(tmp),
         trained_rows=len(train_rows),
+        label_mix=dict(sorted(collections.Counter(lab for _, lab, _ in train_rows).items())),
         train_accuracy=round(accuracy, 4),
         data_file=data.name,
         review_threshold=report["review_threshold"],

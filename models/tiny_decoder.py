@@ -69,6 +69,8 @@ def build_tiny_decoder(
         labels=labels,
         tiers={item["name"]: item["tier"] for item in intents},
         tokenizer_hash=tokenizer_hash(out),
+        # Untrained: no data mix to drift from, so every label weighs the same.
+        label_mix=dict.fromkeys(labels, 1),
     )
     meta.save(out)
     return meta

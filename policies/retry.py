@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from policies.hedge import HedgeConfig
+
 Cause = Literal["throttled", "unavailable", "out_of_memory", "timeout"]
 Then = Literal["cache", "degraded"]
 
@@ -60,6 +62,9 @@ class RetryConfig(BaseModel):
     budget_window_s: float = Field(10.0, gt=0, description="window the budget counts requests and retries over")
     budget_min_retries: int = Field(
         3, ge=0, description="retries always allowed per window, so a quiet service can still retry"
+    )
+    hedge: HedgeConfig = Field(
+        default_factory=HedgeConfig, description="a second copy of a slow call, first answer wins (off by default)"
     )
 
     def rule(self, cause: Cause) -> RetryRule:

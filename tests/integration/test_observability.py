@@ -1,11 +1,17 @@
 """Every metric the Grafana dashboard queries is exported by a running graph through Ray's
-Prometheus endpoint. The graph here is driven through every event a panel shows: edge
-routes, spam, rate limits, tokenizer fallbacks and an unreachable tokenizer, engine
-failures (retries, give-ups, reclaim, breaker transitions) and vLLM's prefix cache."""
+Prometheus endpoint, and a real Prometheus (Debian's package; skipped where missing)
+scraping that endpoint answers every panel's query and raises the alerts the run cues.
+The graph here is driven through every event a panel shows: edge routes, spam, rate
+limits, tokenizer fallbacks and an unreachable tokenizer, engine failures (retries,
+give-ups, reclaim, breaker transitions), vLLM's prefix cache and answers by label."""
 
 import concurrent.futures as cf
+import itertools
 import json
 import re
+import shutil
+import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,7 +22,11 @@ from ray import serve
 from tests.harness import METRICS_PORT, generate_args, running
 
 APP = "observed"
-DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "ticketserve.json"
+DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
+DASHBOARD = DASHBOARDS / "ticketserve.json"
+PROMETHEUS = shutil.which("prometheus")
+# Grafana's $__rate_interval, wide enough to hold the whole driven run.
+RATE_INTERVAL = "5m"
 
 
 def dashboard_metrics() -> set[str]:
@@ -26,12 +36,70 @@ def dashboard_metrics() -> set[str]:
 
 
 def exported() -> set[str]:
-    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).text
+    text = httpx.get(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=30).text
     return {line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
 @pytest.fixture(scope="module")
-def observed(ray_serve, tiny_decoder_dir, tmp_path_factory):
+def prometheus(tmp_path_factory):
+    """A Prometheus scraping the test cluster's metrics export every 5 s and evaluating
+    the alert rules every second; its HTTP API's base URL, or None where it is not installed."""
+    if PROMETHEUS is None:
+        yield None
+        return
+    tmp = tmp_path_factory.mktemp("prometheus")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shutil.copy(DASHBOARDS / "alerts.yaml", tmp / "alerts.yaml")
+    (tmp / "prometheus.yml").write_text(
+        # Ray's export of a whole graph takes seconds to render on 2 busy cores: scraped
+        # every second (each scrape then times out at 1 s) Prometheus stored nothing and
+        # the abandoned scrapes starved the test's own reads.
+        "global: {scrape_interval: 5s, scrape_timeout: 5s, evaluation_interval: 1s}\n"
+        "rule_files: [alerts.yaml]\n"
+        f"scrape_configs: [{{job_name: ray, static_configs: [{{targets: ['127.0.0.1:{METRICS_PORT}']}}]}}]\n"
+    )
+    process = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "prometheus.log").open("w"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"prometheus not ready: {(tmp / 'prometheus.log').read_text()[-2000:]}")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def query(prometheus: str, expr: str, since: float) -> list:
+    """The series `expr` has between `since` (epoch s) and now, as a Grafana panel reads it
+    over its time range: an instant query at the end alone would miss a gauge whose
+    replica has stopped reporting it (Prometheus marks it stale at once)."""
+    params = {"query": expr, "start": since, "end": time.time(), "step": 5}
+    answer = httpx.get(f"{prometheus}/api/v1/query_range", params=params, timeout=10).json()
+    assert answer["status"] == "success", (expr, answer)
+    return answer["data"]["result"]
+
+
+@pytest.fixture(scope="module")
+def observed(ray_serve, tiny_decoder_dir, tmp_path_factory, prometheus):
     tenants = tmp_path_factory.mktemp("observed") / "tenants.yaml"
     tenants.write_text("acme: Acme sells outdoor clothing; tickets about torn or missing items are refunds.\n")
     # Generate mode: the tiny decoder's shared instruction prefix feeds vLLM's prefix cache.
@@ -47,6 +115,8 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory):
             "duplicates": {"max_repeats": 10_000},
         },
         tokenizer={"timeout_ms": 0.001},
+        # Give-ups answer 503 overloaded instead of a degraded 200: the error-rate alert's cue.
+        edge={"degraded_enabled": False},
         model={
             "engine": {
                 "mode": "generate",
@@ -66,6 +136,8 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory):
             "memory_fallback_percent": 99,
         },
         retry={"budget_min_retries": 1000},
+        # The run answers tens of tickets, not the hundreds a steady drift reading needs.
+        ingress={"label_drift": {"min_answers": 5}},
     )
     # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
     options = {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
@@ -156,3 +228,45 @@ def test_every_dashboard_metric_is_exported(observed):
             again[name]()
         time.sleep(3)
     assert not missing, f"dashboard queries metrics nobody exports: {sorted(missing)}"
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    board = json.loads(DASHBOARD.read_text())
+    return [
+        (panel["title"], t["expr"].replace("$__rate_interval", RATE_INTERVAL))
+        for panel in board["panels"]
+        for t in panel["targets"]
+    ]
+
+
+def test_prometheus_answers_every_panel_and_raises_the_cued_alerts(observed, prometheus):
+    """Runs after the test above has driven every event (module order)."""
+    if prometheus is None:
+        pytest.skip("prometheus not installed (Debian: apt-get install prometheus)")
+    # Ray's agent reports every few seconds and Prometheus scrapes every 5: a query may
+    # need a scrape or two more than the export check above waited for.
+    deadline = time.monotonic() + 90
+    since = time.time() - 600
+    while (empty := [q for q in panel_queries() if not query(prometheus, q[1], since)]) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not empty, f"panel queries without data in Prometheus: {empty}"
+    # Cues for two alerts, kept up for several scrapes: Prometheus's rate() needs a counter
+    # that rises between two of them, and a 3 s breaker opening can fall between two.
+    # With the model failing, every ticket ends 503 (give-ups are not answered degraded
+    # here) and the breaker keeps opening; both alerts must go pending (their `for:` is
+    # minutes, the run is not), which Prometheus records in its ALERTS series.
+    cued, raised = {"ModelBreakerOpen", "TicketErrorRateHigh"}, set()
+    model = serve.get_deployment_handle("ModelReplica", APP)
+    model.set_faults.remote({"failure": "unavailable"}).result()
+    try:
+        deadline = time.monotonic() + 90
+        for i in itertools.count():
+            if cued <= raised or time.monotonic() > deadline:
+                break
+            body = {"text": f"my refund for the broken lamp never came, cue {i}", "user_id": "u-observed"}
+            observed.post("/v1/classify", json=body)
+            time.sleep(1)
+            raised = {r["metric"]["alertname"] for r in query(prometheus, "ALERTS", since)}
+    finally:
+        model.set_faults.remote({}).result()
+    assert cued <= raised, f"alerts raised: {sorted(raised)}"
