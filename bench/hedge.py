@@ -34,6 +34,7 @@ from serve_app import bind_graph
 
 PORT = 18810
 APP = "hedge"
+TOKEN = "bench-hedge-admin"
 
 
 def summarize(variant: str, ok_ms: list[float], seconds: float, errors: int, hedges: dict | None) -> dict:
@@ -67,7 +68,9 @@ def main() -> None:
     base_url = f"http://127.0.0.1:{PORT}/"
     rows = []
     for variant in a.variants.split(","):
-        config = AppConfig.from_args(merged(base, {"retry": {"hedge": {"enabled": variant == "on"}}}))
+        config = AppConfig.from_args(
+            merged(base, {"retry": {"hedge": {"enabled": variant == "on"}}, "admin": {"token": TOKEN}})
+        )
         serve.run(bind_graph(config, {"ModelReplica": {"num_replicas": 2}}), name=APP, route_prefix="/")
         # One call, one replica: the other stays fast.
         slowed = (
@@ -79,7 +82,7 @@ def main() -> None:
         began = time.perf_counter()
         out = asyncio.run(closed_loop(base_url, bodies, a.users, a.seconds, timeout_s=60))
         seconds = time.perf_counter() - began
-        state = httpx.get(f"{base_url}admin/state", timeout=10).json()
+        state = httpx.get(f"{base_url}admin/state", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()
         errors = out.total - out.counts["ok"]
         # The warm-up's calls count too: the share of copies is the same policy's.
         rows.append(summarize(variant, out.ok_ms, seconds, errors, state["edge"].get("hedges")))
