@@ -38,15 +38,16 @@ TOKEN = "bench-hedge-admin"
 
 
 def summarize(variant: str, ok_ms: list[float], seconds: float, errors: int, hedges: dict | None) -> dict:
-    calls = (hedges or {}).get("calls", 0)
+    hedges = hedges or {}
+    calls = hedges.get("calls", 0)
     return {
         "variant": variant,
         "answered": len(ok_ms),
         "tickets_per_s": round(len(ok_ms) / seconds, 1),
         "errors": errors,
         **{f"p{q:g}_ms": percentile(ok_ms, q, 1) for q in (50, 95, 99, 99.9)},
-        "extra_calls_%": round(100 * (hedges or {}).get("sent", 0) / calls, 2) if calls else 0.0,
-        "copies_won": (hedges or {}).get("won", 0),
+        "extra_calls_%": round(100 * hedges.get("sent", 0) / calls, 2) if calls else 0.0,
+        "copies_won": hedges.get("won", 0),
     }
 
 

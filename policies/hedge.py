@@ -15,7 +15,7 @@ from collections import deque
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policies.window import nearest_rank
+from policies.window import ShareBudget, nearest_rank
 
 
 class HedgeConfig(BaseModel):
@@ -45,12 +45,11 @@ class Hedger:
         self._latencies: deque[float] = deque(maxlen=config.window_calls)
         self._since_refresh = 0
         self._delay_s: float | None = None
-        self._calls: deque[float] = deque()
-        self._copies: deque[float] = deque()
+        self._budget = ShareBudget(config.budget_percent, config.budget_window_s)
 
     def record_call(self, now: float) -> None:
         """A first call went out: what the budget is a share of."""
-        self._calls.append(now)
+        self._budget.record_request(now)
 
     def record_answer(self, latency_s: float) -> None:
         """An answered call (first or copy) and how long it took."""
@@ -71,11 +70,4 @@ class Hedger:
 
     def try_spend(self, now: float) -> bool:
         """Takes one copy from the budget if there is one left."""
-        horizon = now - self._config.budget_window_s
-        for times in (self._calls, self._copies):
-            while times and times[0] <= horizon:
-                times.popleft()
-        if len(self._copies) + 1 > len(self._calls) * self._config.budget_percent / 100:
-            return False
-        self._copies.append(now)
-        return True
+        return self._budget.try_spend(now)

@@ -8,13 +8,13 @@ that caused it.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from policies.hedge import HedgeConfig
+from policies.window import ShareBudget
 
 Cause = Literal["throttled", "unavailable", "out_of_memory", "timeout"]
 Then = Literal["cache", "degraded"]
@@ -87,26 +87,9 @@ def next_step(config: RetryConfig, cause: Cause, tries_done: int, budget: RetryB
     return RetryStep(False, 0.0, rule.then)
 
 
-class RetryBudget:
+class RetryBudget(ShareBudget):
+    """Retries: `budget_percent` of the requests of the last `budget_window_s`, at least
+    `budget_min_retries` per window."""
+
     def __init__(self, config: RetryConfig):
-        self._config = config
-        self._requests: deque[float] = deque()
-        self._retries: deque[float] = deque()
-
-    def record_request(self, now: float) -> None:
-        self._requests.append(now)
-
-    def try_spend(self, now: float) -> bool:
-        """Takes one retry from the budget if there is one left."""
-        self._forget(now)
-        allowed = max(self._config.budget_min_retries, len(self._requests) * self._config.budget_percent / 100)
-        if len(self._retries) + 1 > allowed:
-            return False
-        self._retries.append(now)
-        return True
-
-    def _forget(self, now: float) -> None:
-        horizon = now - self._config.budget_window_s
-        for times in (self._requests, self._retries):
-            while times and times[0] <= horizon:
-                times.popleft()
+        super().__init__(config.budget_percent, config.budget_window_s, config.budget_min_retries)

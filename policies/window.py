@@ -1,4 +1,5 @@
-"""Recent request latencies: p95 and completions per second over a sliding time span."""
+"""Sliding windows: recent request latencies (p95, completions per second), and extra
+work (retries, hedged copies) allowed as a share of the requests of a time span."""
 
 from __future__ import annotations
 
@@ -35,3 +36,30 @@ class LatencyWindow:
         while self._samples and self._samples[0][0] <= now - self._span_s:
             self._samples.popleft()
         return list(self._samples)
+
+
+class ShareBudget:
+    """Extra tries allowed: at most `percent` of the requests of the last `window_s`, and
+    always `floor` per window, so a quiet service can still spend some."""
+
+    def __init__(self, percent: float, window_s: float, floor: int = 0):
+        self._percent = percent
+        self._window_s = window_s
+        self._floor = floor
+        self._requests: deque[float] = deque()
+        self._spent: deque[float] = deque()
+
+    def record_request(self, now: float) -> None:
+        self._requests.append(now)
+
+    def try_spend(self, now: float) -> bool:
+        """Takes one extra try from the budget if there is one left."""
+        horizon = now - self._window_s
+        for times in (self._requests, self._spent):
+            while times and times[0] <= horizon:
+                times.popleft()
+        allowed = max(self._floor, len(self._requests) * self._percent / 100)
+        if len(self._spent) + 1 > allowed:
+            return False
+        self._spent.append(now)
+        return True
