@@ -48,6 +48,14 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         if given.get("num_replicas", 1) != 1 or "autoscaling_config" in given:
             raise ValueError(f"{name} holds {holds} and must run exactly 1 replica, got {given}")
 
+    front_name = ingress.DEFAULT_OPTIONS["name"]
+    grace_s = {**ingress.DEFAULT_OPTIONS, **options.get(front_name, {})}["graceful_shutdown_timeout_s"]
+    if grace_s <= config.ingress.request_timeout_s:
+        raise ValueError(
+            f"{front_name} graceful_shutdown_timeout_s={grace_s} must exceed ingress.request_timeout_s="
+            f"{config.ingress.request_timeout_s}: a replaced ingress would be killed holding tickets"
+        )
+
     def deployment(cls, defaults: dict):
         return serve.deployment(cls, **{**defaults, **options.get(defaults["name"], {})})
 

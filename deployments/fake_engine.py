@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
@@ -40,6 +41,9 @@ class FakeTicketEngine(TicketEngine):
         self._classifier, self._head_order = _classifier(Path(model_dir), self.metadata)
         self._random = random.Random(0)
         self._stopped = False
+        # Blocks the replica's constructor as vLLM's start does: Serve counts the replica
+        # as starting, and routes nothing to it, until it returns.
+        time.sleep(config.fake_start_s)
 
     def tokenizer_info(self) -> TokenizerInfo:
         return TokenizerInfo(self.metadata.tokenizer_hash, True, FAKE_MAX_TOKENS)

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge, Histogram
@@ -51,6 +52,11 @@ DEFAULT_OPTIONS = {
     "max_queued_requests": 1024,
     "backpressure_config": {"retry_after_s": 1},
     "ray_actor_options": {"num_cpus": 0},
+    # Longer than a ticket can live here (ingress.request_timeout_s, 30 s by default;
+    # serve_app checks it): a replica being replaced by `serve deploy` answers every ticket
+    # it holds before it exits. At Serve's 20 s it was force-killed while its tickets waited
+    # for a model replica that was starting, and the proxy answered them a plain-text 500.
+    "graceful_shutdown_timeout_s": 45,
 }
 # Models built without a validation split carry no review threshold of their own.
 DEFAULT_REVIEW_CONFIDENCE = 0.5
@@ -223,6 +229,12 @@ class Ingress(AdminEndpoints):
             response.cancel()
             raise ApiError(
                 503, "overloaded", f"no answer within {self._config.request_timeout_s}s", self._config.retry_after_s
+            ) from None
+        except RayActorError:
+            # A stage behind the ingress died with the ticket (replaced by an upgrade, lost
+            # with its node): nothing is wrong with the ticket, and a retry finds its successor.
+            raise ApiError(
+                503, "overloaded", "a replica on the ticket's path went away; retry", self._config.retry_after_s
             ) from None
         except Exception:
             # Never echo the ticket text: logs must not hold customer data.

@@ -56,6 +56,7 @@ class Outcomes:
     refused_ms: list[float] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)  # a few unexpected answers, to read
     timeline: list[tuple[float, str]] = field(default_factory=list)  # (seconds since start, kind)
+    versions: list[tuple[float, str]] = field(default_factory=list)  # (sent at, model_version) of ok answers
 
     def add(self, kind: str, at_s: float, status: int | None = None, ms: float | None = None, note: str = "") -> None:
         """`note`: the body of an answer (read for degraded and latency_ms) or a refusal."""
@@ -67,6 +68,7 @@ class Outcomes:
             self.ok_ms.append(ms)
             self.ok_at_s.append(round(at_s, 3))
             answer = _json(note)
+            self.versions.append((round(at_s, 3), str(answer.get("model_version"))))
             if answer.get("degraded"):
                 self.counts["degraded"] += 1
             else:
@@ -88,6 +90,7 @@ class Outcomes:
         self.refused_ms += other.refused_ms
         self.samples += other.samples[: max(0, 20 - len(self.samples))]
         self.timeline += other.timeline
+        self.versions += other.versions
 
     @property
     def total(self) -> int:

@@ -80,6 +80,17 @@ def generate_args(model_dir: str, **sections) -> dict:
     }
 
 
+def graph_options(options: dict | None = None) -> dict:
+    """Serve options per deployment name for a test graph: `options` over a short drain
+    loop. A stopping replica first sleeps its `graceful_shutdown_wait_loop_s` (Serve's
+    default 2 s) before it counts its ongoing requests; the suite deletes ~30 graphs, idle
+    by then, and spent a minute of CI in those sleeps."""
+    from serve_app import DEPLOYMENT_NAMES
+
+    options = options or {}
+    return {name: {"graceful_shutdown_wait_loop_s": 0.2, **options.get(name, {})} for name in DEPLOYMENT_NAMES}
+
+
 def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.Client:
     """`options`: Serve options per deployment name, as serve_config.yaml's `deployments`."""
     from deployments.config import AppConfig
@@ -88,7 +99,7 @@ def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.C
     # Each graph its own review queue file, outside the checkout.
     review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
     config = AppConfig.from_args({**args, "review": review})
-    serve.run(bind_graph(config, options), name=name, route_prefix=f"/{name}")
+    serve.run(bind_graph(config, graph_options(options)), name=name, route_prefix=f"/{name}")
     return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
 
 

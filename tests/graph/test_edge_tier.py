@@ -7,7 +7,7 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.harness import HTTP_PORT, fake_args
+from tests.harness import HTTP_PORT, fake_args, graph_options
 
 
 def _route(r: httpx.Response) -> str:
@@ -125,7 +125,7 @@ def strict(ray_serve, default_model_dir):
         },
     )
     options = {"Ingress": {"num_replicas": 2}, "AntiSpam": {"num_replicas": 2}}
-    ray_serve.run(bind_graph(AppConfig.from_args(args), options), name="strict", route_prefix="/strict")
+    ray_serve.run(bind_graph(AppConfig.from_args(args), graph_options(options)), name="strict", route_prefix="/strict")
     client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/strict", timeout=60)
     yield client
     client.close()

@@ -42,3 +42,23 @@ def test_the_rayservice_serves_the_gpu_config():
     assert rayservice_serve_config() == gpu
     names = {d["name"] for d in gpu["applications"][0]["deployments"]}
     assert {"ReviewQueue", "CanaryController", "KVCacheManager"} <= names
+
+
+@pytest.mark.parametrize("name", ["serve_config.yaml", "serve_config.gpu.yaml"])
+def test_a_replaced_ingress_outlives_every_ticket_it_holds(name):
+    """`serve deploy` of a changed config stops the old ingress; it must answer the tickets it
+    holds (each ends within ingress.request_timeout_s) before Serve kills it."""
+    from deployments import ingress
+
+    app = yaml.safe_load((ROOT / name).read_text())["applications"][0]
+    given = next((d for d in app["deployments"] if d["name"] == "Ingress"), {})
+    grace_s = given.get("graceful_shutdown_timeout_s", ingress.DEFAULT_OPTIONS["graceful_shutdown_timeout_s"])
+    assert grace_s > AppConfig.from_args(app["args"]).ingress.request_timeout_s
+
+
+def test_the_graph_refuses_an_ingress_grace_shorter_than_a_ticket():
+    from serve_app import bind_graph
+
+    config = AppConfig.from_args({"ingress": {"request_timeout_s": 30}})
+    with pytest.raises(ValueError, match="graceful_shutdown_timeout_s=20 must exceed ingress.request_timeout_s=30"):
+        bind_graph(config, {"Ingress": {"graceful_shutdown_timeout_s": 20}})

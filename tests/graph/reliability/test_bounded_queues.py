@@ -8,7 +8,7 @@ import pytest
 
 from deployments.config import EDGE_OFF, AppConfig
 from serve_app import bind_graph
-from tests.harness import HTTP_PORT, fake_args
+from tests.harness import HTTP_PORT, fake_args, graph_options
 
 pytestmark = pytest.mark.reliability
 
@@ -52,7 +52,7 @@ def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_di
     sections["model"] = {**sections.get("model", {}), "engine": engine}
     name = f"tight-{case.replace('_', '-')}"
     ray_serve.run(
-        bind_graph(AppConfig.from_args(fake_args(default_model_dir, **sections)), options),
+        bind_graph(AppConfig.from_args(fake_args(default_model_dir, **sections)), graph_options(options)),
         name=name,
         route_prefix=f"/{name}",
     )

@@ -1,0 +1,80 @@
+"""Upgrades under load: `serve deploy` of a changed config (here `serve.run` of the same
+application with another model directory: the same call into Serve's controller) while
+clients send tickets. Serve replaces every replica whose arguments changed, the ingress
+and the model replica included, and the new engine takes its time to start (the fake
+engine's `fake_start_s` stands in for vLLM's 20-60 s). No ticket may be lost or hang,
+every answer is the contract's JSON (a 503 carries Retry-After), and once the new
+version is running no answer comes from the old one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from loadkit.generators import Outcomes, closed_loop, ticket_bodies
+from models.artifacts import ModelMetadata
+from models.variant import derive
+from tests.graph.reliability.figures import record
+from tests.harness import deploy, fake_args, running
+
+pytestmark = pytest.mark.reliability
+
+APP = "upgrade"
+UPGRADE_AT_S = 5.0
+RUN_S = float(os.environ.get("TICKETSERVE_UPGRADE_RUN_S", "40"))
+ENGINE_START_S = 8.0
+# Answers sent this long after the new version runs must all be the new version's: the
+# old ingress may still be answering the tickets it held when it was told to stop.
+SETTLE_S = 2.0
+
+
+def graph_args(model_dir: str) -> dict:
+    args = fake_args(model_dir, breaker={"cpu_reject_percent": None})
+    args["model"]["engine"].update(fake_latency_ms=20, fake_start_s=ENGINE_START_S)
+    return args
+
+
+def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
+    ray_serve, default_model_dir, tmp_path_factory
+):
+    old = ModelMetadata.load(default_model_dir).version
+    next_dir = tmp_path_factory.mktemp("upgrade") / "next"
+    new = derive(Path(default_model_dir), next_dir).version
+    marks: dict[str, float] = {}
+    with running(ray_serve, APP, graph_args(default_model_dir)) as client:
+        url = str(client.base_url).rstrip("/")
+        out, began = Outcomes(), time.perf_counter()
+
+        def upgrade() -> None:
+            time.sleep(UPGRADE_AT_S)
+            marks["deployed_at_s"] = time.perf_counter() - began
+            deploy(ray_serve, APP, graph_args(str(next_dir))).close()
+            marks["running_at_s"] = time.perf_counter() - began
+
+        upgrader = threading.Thread(target=upgrade)
+        upgrader.start()
+        asyncio.run(
+            closed_loop(url, ticket_bodies(20_000, seed=11), users=8, seconds=RUN_S, timeout_s=60, out=out, began=began)
+        )
+        upgrader.join()
+    settled = marks["running_at_s"] + SETTLE_S
+    result = {
+        **out.summary(),
+        **{k: round(v, 1) for k, v in marks.items()},
+        "answered_by_version": {v: sum(1 for _, got in out.versions if got == v) for v in {old, new}},
+        "old_version_after_running": sum(1 for at, v in out.versions if at > settled and v == old),
+        "foreign_versions": sorted({v for _, v in out.versions} - {old, new}),
+        "samples": out.samples[:5],
+    }
+    record("upgrade", result)
+    print(result)
+    assert marks["running_at_s"] < RUN_S - 3, result  # the run outlasted the upgrade
+    assert out.counts["lost"] == out.counts["hung"] == out.counts["unexpected"] == 0, result
+    assert not result["foreign_versions"], result
+    assert result["answered_by_version"][old] > 0 and result["answered_by_version"][new] > 0, result
+    assert result["old_version_after_running"] == 0, result
