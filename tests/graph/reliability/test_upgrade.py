@@ -1,8 +1,9 @@
 """Upgrades under load: `serve deploy` of a changed config (here `serve.run` of the same
 application with another model directory: the same call into Serve's controller) while
 clients send tickets. Serve replaces every replica whose arguments changed, the ingress
-and the model replica included, and the new engine takes its time to start (the fake
-engine's `fake_start_s` stands in for vLLM's 20-60 s). No ticket may be lost or hang,
+and the model replica included, and the new engine takes its time to start (on the fake
+engine `fake_start_s` stands in for vLLM's 20-60 s; scripts/reliability.sh runs vLLM
+with TICKETSERVE_UPGRADE_RUN_S=150). No ticket may be lost or hang,
 every answer is the contract's JSON (a 503 carries Retry-After), and once the new
 version is running no answer comes from the old one."""
 
@@ -20,7 +21,7 @@ from loadkit.generators import Outcomes, closed_loop, ticket_bodies
 from models.artifacts import ModelMetadata
 from models.variant import derive
 from tests.graph.reliability.figures import record
-from tests.harness import deploy, fake_args, running
+from tests.harness import LENIENT_ANTISPAM, deploy, reliability_engine, running
 
 pytestmark = pytest.mark.reliability
 
@@ -34,8 +35,13 @@ SETTLE_S = 2.0
 
 
 def graph_args(model_dir: str) -> dict:
-    args = fake_args(model_dir, breaker={"cpu_reject_percent": None})
-    args["model"]["engine"].update(fake_latency_ms=20, fake_start_s=ENGINE_START_S)
+    args = {
+        "antispam": LENIENT_ANTISPAM,
+        "model": {"engine": reliability_engine(model_dir)},
+        "breaker": {"cpu_reject_percent": None},
+    }
+    if args["model"]["engine"].get("mode") == "fake":
+        args["model"]["engine"].update(fake_latency_ms=20, fake_start_s=ENGINE_START_S)
     return args
 
 
