@@ -52,10 +52,7 @@ DEFAULT_OPTIONS = {
     "max_queued_requests": 1024,
     "backpressure_config": {"retry_after_s": 1},
     "ray_actor_options": {"num_cpus": 0},
-    # Longer than a ticket can live here (ingress.request_timeout_s, 30 s by default;
-    # serve_app checks it): a replica being replaced by `serve deploy` answers every ticket
-    # it holds before it exits. At Serve's 20 s it was force-killed while its tickets waited
-    # for a model replica that was starting, and the proxy answered them a plain-text 500.
+    # > request_timeout_s (serve_app checks): a replaced ingress answers all it holds (Serve's 20 s: 500s)
     "graceful_shutdown_timeout_s": 45,
 }
 # Models built without a validation split carry no review threshold of their own.
@@ -230,11 +227,9 @@ class Ingress(AdminEndpoints):
             raise ApiError(
                 503, "overloaded", f"no answer within {self._config.request_timeout_s}s", self._config.retry_after_s
             ) from None
-        except RayActorError:
-            # A stage behind the ingress died with the ticket (replaced by an upgrade, lost
-            # with its node): nothing is wrong with the ticket, and a retry finds its successor.
+        except RayActorError:  # a stage died with the ticket (replaced, node lost): a retry finds its successor
             raise ApiError(
-                503, "overloaded", "a replica on the ticket's path went away; retry", self._config.retry_after_s
+                503, "overloaded", "a stage on the ticket's path went away", self._config.retry_after_s
             ) from None
         except Exception:
             # Never echo the ticket text: logs must not hold customer data.
