@@ -102,6 +102,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             config=config.ingress,
             first=None,
             nodes=nodes,
+            model_dir=model_dir,
             in_process=stages,
             breaker=shared_breaker,
             review=config.review,
@@ -133,4 +134,4 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         "model": model,
         **optional,
     }
-    return front.bind(config=config.ingress, first=spam, nodes=nodes, review=config.review)
+    return front.bind(config=config.ingress, first=spam, nodes=nodes, model_dir=model_dir, review=config.review)

@@ -333,6 +333,7 @@ def main() -> None:
     )
     p.add_argument("--base", action="append", default=None, help="with --dataset: bases to compare (default both)")
     p.add_argument("--epochs", type=int, default=3, help="with --dataset: fine-tuning epochs")
+    p.add_argument("--label-smoothing", type=float, default=0.0, help="with --dataset: cross-entropy label smoothing")
     p.add_argument(
         "--frozen-baseline",
         action="store_true",
@@ -347,7 +348,8 @@ def main() -> None:
             result = {"train_rows": len(train), "test_rows": len(test)}
             for base in a.base or ["e5-small", "minilm"]:
                 result[f"baseline-{base}"] = baseline(train, test, base)
-                result[f"served-{base}"] = served(name, train, test, TrainSettings(base=base, epochs=a.epochs))
+                settings = TrainSettings(base=base, epochs=a.epochs, label_smoothing=a.label_smoothing)
+                result[f"served-{base}"] = served(name, train, test, settings)
                 rows += [
                     {
                         "data set": f"{name} ({len(train)}/{len(test)})",
@@ -356,7 +358,7 @@ def main() -> None:
                     },
                     {
                         "data set": f"{name} ({len(train)}/{len(test)})",
-                        "system": f"fine-tuned {base}, served (vLLM)",
+                        "system": f"fine-tuned {base} ({a.epochs} epochs, label smoothing {a.label_smoothing}), served (vLLM)",
                         "accuracy": f"{result[f'served-{base}']['accuracy']:.4f}",
                     },
                 ]

@@ -12,11 +12,12 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Gauge
 
-from deployments.api import Answer, Refusal, Ticket
+from deployments.api import Answer, ModelAnswer, Refusal, Ticket
 from deployments.breaker import BreakerView
 from deployments.canary_view import CanaryView
 from deployments.config import EdgeConfig, RolloutConfig
 from deployments.model_path import GiveUp, ModelPath
+from models.artifacts import ModelMetadata
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
@@ -117,25 +118,27 @@ class EdgeRouter:
         self._epoch = 0
         self._identify = identify_factory()
         self._model_dir = model_dir
-        info = await model.labels.remote()
-        labels = {item["name"]: item["tier"] for item in info["labels"]}
+        # The model this router was deployed with, read from its directory, not from whichever
+        # replica answers first: during a rolling upgrade that may be the old version's.
+        meta = ModelMetadata.load(model_dir)
+        labels = {label: meta.tiers.get(label, "regular") for label in meta.labels}
         self._templates = TemplateSet.from_yaml(config.templates_file) if config.templates_enabled else None
         unknown = sorted(set(self._templates.intents if self._templates else ()) - set(labels))
         unknown += sorted(set(config.pre_classifier_intents or ()) - set(labels))
         if unknown:
             raise RuntimeError(
-                f"edge router: intents {unknown} are not labels of model {info['model_version']}; "
-                f"labels are {sorted(labels)}"
+                f"edge router: intents {unknown} are not labels of model {meta.version}; labels are {sorted(labels)}"
             )
         self._edge_intents = set(
             config.pre_classifier_intents
             if config.pre_classifier_intents is not None
             else [name for name, tier in labels.items() if tier == "simple"]
         )
-        self._model_version = info["model_version"]
+        self._model_version = meta.version
+        self._version_tries = retry.unavailable.max_tries if retry.enabled else 1
         # The build read a gate per language off validation tickets, where the edge's
         # answers were at least as accurate as the model's; a configured value overrides it.
-        gates = info.get("edge_min_confidence") or {}
+        gates = meta.edge_min_confidence or {}
         self._edge_gates = (
             {"*": config.pre_classifier_min_confidence}
             if config.pre_classifier_min_confidence is not None
@@ -191,11 +194,18 @@ class EdgeRouter:
         if edge := edge_answer(hit, template, guess, side, self._edge_intents, gate):
             version = version if edge.route == "cache" else None
             return self._answer(edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version)
-        result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
-        if isinstance(result, GiveUp):
-            return self._fallback(ticket, lang.language, result)
-        if result.side == "stable" and result.model_version != self._model_version:
-            self._on_new_model(result.model_version)
+        for _ in range(self._version_tries):
+            result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
+            if isinstance(result, GiveUp):
+                return self._fallback(ticket, lang.language, result)
+            if result.side != "stable" or result.model_version == self._model_version or self._adopt(result):
+                break
+        else:
+            # Another generation of the graph answered (a rolling upgrade in progress; Serve's
+            # router picks among old and new replicas, so a retry may meet this one's): its
+            # label belongs with its own thresholds, cache and version, not with this router's.
+            self._model_path.give_up("other_version")
+            return self._fallback(ticket, lang.language, GiveUp("degraded", "other_version"))
         # A rolled-back canary's answers were dropped from every cache; none may come back.
         if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
             self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
@@ -229,6 +239,18 @@ class EdgeRouter:
         """`model_version`: of the side that answered; default stable's."""
         self._routes.inc(tags={"route": route})
         return Answer(label, confidence, route, model_version or self._model_version, language, answer_id, degraded)
+
+    def _adopt(self, answer: ModelAnswer) -> bool:
+        """Whether the model directory now holds the answering version (rebuilt in place and
+        the replica restarted under this router); if so, from now on this router serves it."""
+        try:
+            version = ModelMetadata.load(self._model_dir).version
+        except FileNotFoundError:
+            return False
+        if version != answer.model_version:
+            return False
+        self._on_new_model(version)
+        return True
 
     def _on_new_model(self, version: str) -> None:
         """The stable replica was redeployed under us: no answer of the old model may be served again."""

@@ -31,7 +31,7 @@ from deployments.api import (
 )
 from deployments.config import IngressConfig, ReviewConfig
 from deployments.in_process import InProcessEdge
-from models.artifacts import OUT_OF_SCOPE
+from models.artifacts import OUT_OF_SCOPE, ModelMetadata
 from policies.admission import AdaptiveConcurrency
 from policies.window import LatencyWindow
 
@@ -66,12 +66,13 @@ class Ingress(AdminEndpoints):
         config: IngressConfig,
         first: DeploymentHandle | None,
         nodes: dict[str, DeploymentHandle],
+        model_dir: str,
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
         review: ReviewConfig | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
-        (and "model" for /v1/labels). With `in_process` (topology fused) the edge stages are
+        (and "model" for /v1/labels); `model_dir` the model it answers for. With `in_process` (topology fused) the edge stages are
         built here instead, on `nodes`' rate limiter and model and on `breaker`."""
         if in_process is not None:
             local = await in_process.build(nodes, breaker)
@@ -80,17 +81,14 @@ class Ingress(AdminEndpoints):
         self._first = first
         self._nodes = nodes
         self._review = review or ReviewConfig(enabled=False)
-        model = await nodes["model"].labels.remote()
+        # Its own model's, not the first replica's to answer (the old one's in a rolling upgrade).
+        model = ModelMetadata.load(model_dir)
         if self._review.min_confidence is None:
-            threshold = model.get("review_threshold")
+            threshold = model.review_threshold
             self._review = self._review.model_copy(
                 update={"min_confidence": DEFAULT_REVIEW_CONFIDENCE if threshold is None else threshold}
             )
-        self._answers = AnswerMetrics(
-            [label["name"] for label in model["labels"]],
-            await nodes["model"].label_mix.remote(),
-            config.label_drift,
-        )
+        self._answers = AnswerMetrics(model.labels, model.label_mix, config.label_drift)
         self._review_failures = Counter(
             "review_record_failures_total", description="Low-confidence answers the review queue did not record."
         )

@@ -141,10 +141,6 @@ class ModelReplica:
             "edge_min_confidence": meta.edge_min_confidence,
         }
 
-    def label_mix(self) -> dict[str, int]:
-        """Training rows per label, recorded at build time: what the served mix drifts from."""
-        return self._engine.metadata.label_mix
-
     async def set_max_inflight(self, limit: int) -> int:
         """Operator override of the batch knob (the policy goes on from there)."""
         return await self._controls.override(limit)

@@ -19,10 +19,12 @@ from pathlib import Path
 
 from models.artifacts import ModelMetadata
 from models.build import DEFAULT_OUT
+from models.edge_classifier import EdgeClassifier
 
 HEAD = ("classifier.weight", "classifier.bias")
-# The pre-classifier is tied to its source's version; a derived model is served without one.
-SKIPPED = {"edge_classifier.npz"}
+# The pre-classifier is tied to its source's version: a copy gets it re-tagged with its own
+# (it answers as the source does), a shuffled variant is served without one.
+EDGE_FILE = "edge_classifier.npz"
 
 
 def derive(source: Path, out: Path, shuffle_seed: int | None = None) -> ModelMetadata:
@@ -31,7 +33,7 @@ def derive(source: Path, out: Path, shuffle_seed: int | None = None) -> ModelMet
     meta = ModelMetadata.load(source)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, ignore=lambda _, names: [n for n in names if n in SKIPPED])
+    shutil.copytree(source, tmp, ignore=lambda _, names: [n for n in names if n == EDGE_FILE])
     kind = "copy"
     order = list(range(len(meta.labels)))
     if shuffle_seed is not None:
@@ -44,6 +46,10 @@ def derive(source: Path, out: Path, shuffle_seed: int | None = None) -> ModelMet
         save_file(weights, tmp / "model.safetensors", metadata={"format": "pt"})
         kind = f"shuffled{shuffle_seed}"
     meta.version = f"{out.name}-{kind}-of-{meta.version}"
+    if shuffle_seed is None and (source / EDGE_FILE).exists():
+        edge = EdgeClassifier.load(source)
+        edge.model_version = meta.version
+        edge.save(tmp)
     # head_order: row i of the new head is row head_order[i] of the source's (the fake
     # engine answers a derived model through it).
     meta.extra = {**meta.extra, "derived_from": str(source), "derivation": kind, "head_order": order}

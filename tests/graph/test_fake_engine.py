@@ -45,6 +45,9 @@ def test_a_shuffled_variant_answers_every_ticket_with_another_label(default_mode
     assert [lab for lab, _ in moved] == [labels[order.index(labels.index(lab))] for lab, _ in source]
     assert all(m != s for (m, _), (s, _) in zip(moved, source))
     assert copy.extra["head_order"] == list(range(len(labels)))
+    # A copy answers as its source: it keeps the pre-classifier, under its own version.
+    assert EdgeClassifier.load(tmp_path / "copy").model_version == copy.version
+    assert not (tmp_path / "shuffled" / "edge_classifier.npz").exists()
 
 
 def test_failures_at_the_configured_rate_and_a_stopped_engine_is_unhealthy(default_model_dir):

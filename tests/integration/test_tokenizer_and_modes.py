@@ -8,7 +8,7 @@ from ray import serve
 def test_tokenizer_counts_tokenized_requests(app):
     stats_before = serve.get_deployment_handle("Tokenizer", "main").stats.remote().result()
     r = app.post("/v1/classify", json={"text": "my refund for the blue jacket please", "tenant": "tokenizer-test"})
-    assert r.status_code == 200 and r.json()["route"] == "model"
+    assert r.status_code == 200 and r.json()["route"] == "model", r.text
     stats = serve.get_deployment_handle("Tokenizer", "main").stats.remote().result()
     assert stats["tokenized"] == stats_before["tokenized"] + 1
     assert stats["max_tokens"] == 512  # min(2048 configured, MiniLM's 512 positions)

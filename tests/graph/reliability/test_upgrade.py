@@ -27,8 +27,11 @@ pytestmark = pytest.mark.reliability
 
 APP = "upgrade"
 UPGRADE_AT_S = 5.0
-RUN_S = float(os.environ.get("TICKETSERVE_UPGRADE_RUN_S", "40"))
-ENGINE_START_S = 8.0
+RUN_S = float(os.environ.get("TICKETSERVE_UPGRADE_RUN_S", "50"))
+ENGINE_START_S = 5.0
+# One model replica (the CPU default): the old one stops before the new one runs. Two:
+# Serve replaces them one at a time, and the new ingress may meet an old replica.
+MODEL_REPLICAS = [int(n) for n in os.environ.get("TICKETSERVE_UPGRADE_MODEL_REPLICAS", "1,2").split(",")]
 # Answers sent this long after the new version runs must all be the new version's: the
 # old ingress may still be answering the tickets it held when it was told to stop.
 SETTLE_S = 2.0
@@ -39,27 +42,30 @@ def graph_args(model_dir: str) -> dict:
         "antispam": LENIENT_ANTISPAM,
         "model": {"engine": reliability_engine(model_dir)},
         "breaker": {"cpu_reject_percent": None},
+        "topology": "fused",
     }
     if args["model"]["engine"].get("mode") == "fake":
         args["model"]["engine"].update(fake_latency_ms=20, fake_start_s=ENGINE_START_S)
     return args
 
 
+@pytest.mark.parametrize("model_replicas", MODEL_REPLICAS)
 def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
-    ray_serve, default_model_dir, tmp_path_factory
+    ray_serve, default_model_dir, tmp_path_factory, model_replicas
 ):
     old = ModelMetadata.load(default_model_dir).version
     next_dir = tmp_path_factory.mktemp("upgrade") / "next"
     new = derive(Path(default_model_dir), next_dir).version
     marks: dict[str, float] = {}
-    with running(ray_serve, APP, graph_args(default_model_dir)) as client:
+    options = {"ModelReplica": {"num_replicas": model_replicas}}
+    with running(ray_serve, APP, graph_args(default_model_dir), options) as client:
         url = str(client.base_url).rstrip("/")
         out, began = Outcomes(), time.perf_counter()
 
         def upgrade() -> None:
             time.sleep(UPGRADE_AT_S)
             marks["deployed_at_s"] = time.perf_counter() - began
-            deploy(ray_serve, APP, graph_args(str(next_dir))).close()
+            deploy(ray_serve, APP, graph_args(str(next_dir)), options).close()
             marks["running_at_s"] = time.perf_counter() - began
 
         upgrader = threading.Thread(target=upgrade)
@@ -77,7 +83,7 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
         "foreign_versions": sorted({v for _, v in out.versions} - {old, new}),
         "samples": out.samples[:5],
     }
-    record("upgrade", result)
+    record(f"upgrade-{model_replicas}-model-replicas", result)
     print(result)
     assert marks["running_at_s"] < RUN_S - 3, result  # the run outlasted the upgrade
     assert out.counts["lost"] == out.counts["hung"] == out.counts["unexpected"] == 0, result
