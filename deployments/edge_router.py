@@ -121,7 +121,7 @@ class EdgeRouter:
         # The model this router was deployed with, read from its directory, not from whichever
         # replica answers first: during a rolling upgrade that may be the old version's.
         meta = ModelMetadata.load(model_dir)
-        labels = {label: meta.tiers.get(label, "regular") for label in meta.labels}
+        labels = meta.label_tiers()
         self._templates = TemplateSet.from_yaml(config.templates_file) if config.templates_enabled else None
         unknown = sorted(set(self._templates.intents if self._templates else ()) - set(labels))
         unknown += sorted(set(config.pre_classifier_intents or ()) - set(labels))

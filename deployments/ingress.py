@@ -72,8 +72,9 @@ class Ingress(AdminEndpoints):
         review: ReviewConfig | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
-        (and "model" for /v1/labels); `model_dir` the model it answers for. With `in_process` (topology fused) the edge stages are
-        built here instead, on `nodes`' rate limiter and model and on `breaker`."""
+        (and "model" for /v1/labels); `model_dir` holds the model it answers for. With
+        `in_process` (topology fused) the edge stages are built here instead, on `nodes`'
+        rate limiter and model and on `breaker`."""
         if in_process is not None:
             local = await in_process.build(nodes, breaker)
             first, nodes = local["antispam"], {**local, **nodes}

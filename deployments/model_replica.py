@@ -135,7 +135,7 @@ class ModelReplica:
         meta = self._engine.metadata
         return {
             "model_version": meta.version,
-            "labels": [{"name": label, "tier": meta.tiers.get(label, "regular")} for label in meta.labels],
+            "labels": [{"name": label, "tier": tier} for label, tier in meta.label_tiers().items()],
             "reserved": [label for label in meta.labels if label == OUT_OF_SCOPE],
             "review_threshold": meta.review_threshold,
             "edge_min_confidence": meta.edge_min_confidence,

@@ -71,6 +71,10 @@ class ModelMetadata:
             raise FileNotFoundError(f"{path} not found: build a model with `python -m models.build --out {model_dir}`")
         return cls(**json.loads(path.read_text()))
 
+    def label_tiers(self) -> dict[str, str]:
+        """Every label's tier; a label the build declared none for needs the model."""
+        return {label: self.tiers.get(label, "regular") for label in self.labels}
+
     @classmethod
     def load_locked(cls, model_dir: str | Path) -> ModelMetadata:
         """The metadata, once the tokenizer files beside the weights are the ones the model
