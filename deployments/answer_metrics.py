@@ -3,8 +3,9 @@ far the recent label mix has drifted from the model's training mix (policies/lab
 
 from __future__ import annotations
 
-from ray.serve.metrics import Counter, Gauge, Histogram
+from ray.serve.metrics import Counter, Histogram
 
+from deployments.held_gauge import HeldGauge
 from models.artifacts import OUT_OF_SCOPE
 from policies.label_drift import LabelDrift, LabelDriftConfig
 
@@ -30,7 +31,7 @@ class AnswerMetrics:
         self._review = Counter(
             "ticket_needs_review_total", description="Answers flagged needs_review, by route.", tag_keys=("route",)
         )
-        self._drift_gauge = Gauge(
+        self._drift_gauge = HeldGauge(
             "ticket_label_drift",
             description="Jensen-Shannon distance (0-1) of the recent in-scope answers' label mix from the training mix.",
         )

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
+from deployments.held_gauge import HeldGauge
 from policies.breaker import STATE_CODES, Action, BreakerConfig, CircuitBreaker, Resources
 
 logger = logging.getLogger("ray.serve")
@@ -36,7 +37,7 @@ class Breaker:
         self._clock = clock
         self._breaker = CircuitBreaker(config, clock())
         self._published = self._breaker.transition_count
-        self._state = Gauge("breaker_state", description="Model-path breaker: 0 closed, 1 half-open, 2 open.")
+        self._state = HeldGauge("breaker_state", description="Model-path breaker: 0 closed, 1 half-open, 2 open.")
         self._transitions = Counter(
             "breaker_transitions_total", description="Breaker state changes, by new state.", tag_keys=("state",)
         )

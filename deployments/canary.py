@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.config import RolloutConfig
+from deployments.held_gauge import HeldGauge
 from models.golden import GoldenItem, load
 from policies.canary import COLORS, CanaryStats, Decision, Side, judge
 from policies.rollout import Change, Rollout, Split, SyncReport
@@ -93,13 +94,15 @@ class CanaryController:
             self._rollout.restore(saved)
         self._started = clock()
         self._live = _Live()
-        self._percent_gauge = Gauge("canary_percent", description="Share of tickets routed to the canary side, 0-100.")
+        self._percent_gauge = HeldGauge(
+            "canary_percent", description="Share of tickets routed to the canary side, 0-100."
+        )
         self._decisions = Counter(
             "canary_decisions_total",
             description="Rollout changes by action: rollback, promote, complete (judge or operator).",
             tag_keys=("action",),
         )
-        self._golden_accuracy = Gauge(
+        self._golden_accuracy = HeldGauge(
             "canary_golden_accuracy", description="Golden-set accuracy of each model side.", tag_keys=("side",)
         )
         self._percent_gauge.set(self._rollout.percent)

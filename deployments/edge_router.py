@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.api import Answer, ModelAnswer, Refusal, Ticket
 from deployments.breaker import BreakerView
 from deployments.canary_view import CanaryView
 from deployments.config import EdgeConfig, RolloutConfig
+from deployments.held_gauge import HeldGauge
 from deployments.model_path import GiveUp, ModelPath
 from models.artifacts import ModelMetadata
 from models.edge_classifier import EdgeClassifier
@@ -153,7 +154,7 @@ class EdgeRouter:
             description="Tickets leaving the edge router, by route (template, cache, edge_model, model, degraded) or refusal.",
             tag_keys=("route",),
         )
-        self._cache_size = Gauge("edge_cache_entries", description="Entries in this replica's result cache.")
+        self._cache_size = HeldGauge("edge_cache_entries", description="Entries in this replica's result cache.")
 
     def _load_pre_classifier(self) -> EdgeClassifier | None:
         try:

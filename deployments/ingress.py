@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge, Histogram
+from ray.serve.metrics import Counter, Histogram
 
 from deployments.admin import AdminEndpoints
 from deployments.answer_metrics import AnswerMetrics
@@ -30,6 +30,7 @@ from deployments.api import (
     normalize_text,
 )
 from deployments.config import IngressConfig, ReviewConfig
+from deployments.held_gauge import HeldGauge
 from deployments.in_process import InProcessEdge
 from models.artifacts import OUT_OF_SCOPE, ModelMetadata
 from policies.admission import AdaptiveConcurrency
@@ -102,7 +103,7 @@ class Ingress(AdminEndpoints):
             description="Classify requests answered, by route and HTTP status.",
             tag_keys=("route", "status"),
         )
-        self._admission_limit = Gauge(
+        self._admission_limit = HeldGauge(
             "ingress_admission_limit", description="Tickets in flight this ingress replica admits now."
         )
         self._admission_limit.set(self._admission.limit)

@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.config import KVCacheConfig
+from deployments.held_gauge import HeldGauge
 from kv_partition.registry import PrefixRegistry
 from policies.window import nearest_rank
 
@@ -62,8 +63,8 @@ class KVCacheManager:
             tag_keys=("source",),
         )
         self._warmed = Counter("kv_warmup_prefixes_total", description="Prefixes fresh replicas computed at start.")
-        self._hot = Gauge("kv_hot_prefixes", description="Prefixes the registry counts as hot.")
-        self._replicas = Gauge("kv_tracked_replicas", description="Model replicas the registry tracks.")
+        self._hot = HeldGauge("kv_hot_prefixes", description="Prefixes the registry counts as hot.")
+        self._replicas = HeldGauge("kv_tracked_replicas", description="Model replicas the registry tracks.")
 
     def join(self, replica: str, prefixes: dict[str, list[int]], capacity_tokens: int) -> list[str]:
         """A replica started (or the manager restarted): its prefixes and cache size; answers

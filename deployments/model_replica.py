@@ -12,12 +12,13 @@ from typing import Any
 
 from ray import serve
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.api import ModelAnswer, ModelFailure, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.config import FaultConfig, KVCacheConfig, ModelReplicaConfig
 from deployments.engines import TokenizerInfo, start_engine
 from deployments.faults import FaultInjector
+from deployments.held_gauge import HeldGauge
 from deployments.kv_reporter import KVReporter
 from deployments.replica_controls import ReplicaControls
 from models.artifacts import OUT_OF_SCOPE
@@ -59,8 +60,8 @@ class ModelReplica:
         self._controls = ReplicaControls(config, self._engine, breaker, self._source, self._clock)
         # vLLM refuses two in-flight requests with one id; clients may reuse X-Request-ID.
         self._sequence = itertools.count()
-        self._inflight = Gauge("model_inflight_requests", description="Requests inside the engine right now.")
-        self._info = Gauge(
+        self._inflight = HeldGauge("model_inflight_requests", description="Requests inside the engine right now.")
+        self._info = HeldGauge(
             "model_info", description="1 for the model version this replica serves.", tag_keys=("model_version",)
         )
         self._outcomes = Counter(

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.config import AntiSpamConfig
+from deployments.held_gauge import HeldGauge
 from policies.rate_limit import Admission, UserLimits
 
 DEFAULT_OPTIONS = {
@@ -34,7 +35,7 @@ class RateLimiter:
             description="Requests refused by per-user admission, by rule (rate_limited, duplicate) and tier.",
             tag_keys=("rule", "tier"),
         )
-        self._users = Gauge("rate_limiter_tracked_users", description="Users with live admission state.")
+        self._users = HeldGauge("rate_limiter_tracked_users", description="Users with live admission state.")
 
     def admit_many(self, requests: list[tuple[str, str, str, str | None]]) -> list[Admission]:
         """(user key, tier, text digest, tenant) for each ticket, in arrival order."""

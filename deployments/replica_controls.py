@@ -9,12 +9,13 @@ import logging
 from collections.abc import Callable
 
 from ray.serve.handle import DeploymentHandle
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.batch_slots import AdjustableLimit
 from deployments.config import ModelReplicaConfig
 from deployments.device_readings import accelerator_memory_gib, read_resources
 from deployments.engines import TicketEngine
+from deployments.held_gauge import HeldGauge
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.reclaim import ReclaimDecision, ReclaimMonitor
 from policies.window import LatencyWindow
@@ -44,16 +45,16 @@ class ReplicaControls:
         self.reclaim = ReclaimMonitor(config.reclaim)
         self.latency = LatencyWindow(config.batching.window_s)
         self.restart_reason: str | None = None
-        self._waiting = Gauge(
+        self._waiting = HeldGauge(
             "model_waiting_requests", description="Requests waiting for a batch slot in front of the engine."
         )
-        self._batch_limit = Gauge(
+        self._batch_limit = HeldGauge(
             "model_batch_limit", description="Batch knob: most requests allowed inside the engine."
         )
-        self._efficiency = Gauge(
+        self._efficiency = HeldGauge(
             "model_batch_efficiency", description="Filled batch slots / batch knob, sampled each control interval."
         )
-        self._memory = Gauge("model_memory_pressure", description="Device (CPU: host RAM) memory in use, 0..1.")
+        self._memory = HeldGauge("model_memory_pressure", description="Device (CPU: host RAM) memory in use, 0..1.")
         self._changes = Counter(
             "model_batch_changes_total", description="Batch knob changes by reason.", tag_keys=("reason",)
         )

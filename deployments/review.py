@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ray.serve.metrics import Counter, Gauge
+from ray.serve.metrics import Counter
 
 from deployments.config import ReviewConfig
+from deployments.held_gauge import HeldGauge
 
 DEFAULT_OPTIONS = {
     "name": "ReviewQueue",
@@ -109,7 +110,7 @@ class ReviewQueue:
     def __init__(self, config: ReviewConfig, store: Callable[[str], ReviewStore] = ReviewStore):
         self._store = store(config.store_path)
         self._recorded = Counter("review_items_recorded_total", description="Answers recorded for review.")
-        self._open = Gauge("review_open_items", description="Review items not resolved yet.")
+        self._open = HeldGauge("review_open_items", description="Review items not resolved yet.")
         self._open.set(self._store.counts()["open"])
 
     async def record(self, items: list[dict[str, Any]]) -> list[int]:
