@@ -27,6 +27,7 @@ DEFAULT_OPTIONS = {
     # overloaded with Retry-After: a bounded queue instead of a growing one.
     "max_queued_requests": 2048,
     "ray_actor_options": {"num_cpus": 0},
+    "max_surge_percent": 100,  # an upgrade starts the new replicas before the old ones stop
 }
 
 

@@ -96,6 +96,7 @@ class Answer:
     language: str | None = None
     answer_id: str | None = None
     degraded: bool = False  # from a fallback (stale cache, pre-classifier) while the model path failed
+    review_threshold: float | None = None  # of the model version named above (None: the ingress default)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class ModelAnswer:
     confidence: float
     model_version: str
     side: Literal["stable", "canary"] = "stable"  # the model side that answered (canary rollouts)
+    review_threshold: float | None = None  # calibrated at the model's build; None when it had no validation split
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.api import Answer, ModelAnswer, Refusal, Ticket
+from deployments.api import Answer, Refusal, Ticket
 from deployments.breaker import BreakerView
 from deployments.canary_view import CanaryView
 from deployments.config import EdgeConfig, RolloutConfig
 from deployments.held_gauge import HeldGauge
 from deployments.model_path import GiveUp, ModelPath
-from models.artifacts import ModelMetadata
+from models.artifacts import ModelMetadata, metadata_mtime_ns
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
@@ -40,6 +40,7 @@ DEFAULT_OPTIONS = {
     # overloaded with Retry-After: a bounded queue instead of a growing one.
     "max_queued_requests": 2048,
     "ray_actor_options": {"num_cpus": 0},
+    "max_surge_percent": 100,  # an upgrade starts the new replicas before the old ones stop
 }
 
 
@@ -136,7 +137,9 @@ class EdgeRouter:
             else [name for name, tier in labels.items() if tier == "simple"]
         )
         self._model_version = meta.version
-        self._version_tries = retry.unavailable.max_tries if retry.enabled else 1
+        self._review_threshold = meta.review_threshold
+        self._dir_metadata: ModelMetadata | None = meta
+        self._metadata_mtime_ns = metadata_mtime_ns(model_dir)
         # The build read a gate per language off validation tickets, where the edge's
         # answers were at least as accurate as the model's; a configured value overrides it.
         gates = meta.edge_min_confidence or {}
@@ -195,23 +198,27 @@ class EdgeRouter:
         if edge := edge_answer(hit, template, guess, side, self._edge_intents, gate):
             version = version if edge.route == "cache" else None
             return self._answer(edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version)
-        for _ in range(self._version_tries):
-            result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
-            if isinstance(result, GiveUp):
-                return self._fallback(ticket, lang.language, result)
-            if result.side != "stable" or result.model_version == self._model_version or self._adopt(result):
-                break
-        else:
-            # Another generation of the graph answered (a rolling upgrade in progress; Serve's
-            # router picks among old and new replicas, so a retry may meet this one's): its
-            # label belongs with its own thresholds, cache and version, not with this router's.
-            self._model_path.give_up("other_version")
-            return self._fallback(ticket, lang.language, GiveUp("degraded", "other_version"))
+        result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
+        if isinstance(result, GiveUp):
+            return self._fallback(ticket, lang.language, result)
+        if result.side == "stable" and result.model_version != self._model_version:
+            # A replica of the other generation (a rolling upgrade: Serve's router picks among
+            # old and new replicas) or this directory rebuilt in place. The answer goes out
+            # under its own version and review threshold, and the cache files it under that
+            # version: it is never served as this router's model's.
+            self._adopt(result.model_version)
         # A rolled-back canary's answers were dropped from every cache; none may come back.
         if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
             self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
-        return self._answer(result.label, result.confidence, "model", lang.language, model_version=result.model_version)
+        return self._answer(
+            result.label,
+            result.confidence,
+            "model",
+            lang.language,
+            model_version=result.model_version,
+            review_threshold=result.review_threshold,
+        )
 
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
@@ -236,22 +243,29 @@ class EdgeRouter:
         answer_id: str | None = None,
         degraded: bool = False,
         model_version: str | None = None,
+        review_threshold: float | None = None,
     ) -> Answer:
-        """`model_version`: of the side that answered; default stable's."""
+        """`model_version` and `review_threshold`: of the model that answered; default this router's."""
         self._routes.inc(tags={"route": route})
-        return Answer(label, confidence, route, model_version or self._model_version, language, answer_id, degraded)
+        if model_version is None:
+            model_version, review_threshold = self._model_version, self._review_threshold
+        return Answer(label, confidence, route, model_version, language, answer_id, degraded, review_threshold)
 
-    def _adopt(self, answer: ModelAnswer) -> bool:
-        """Whether the model directory now holds the answering version (rebuilt in place and
-        the replica restarted under this router); if so, from now on this router serves it."""
-        try:
-            version = ModelMetadata.load(self._model_dir).version
-        except FileNotFoundError:
-            return False
-        if version != answer.model_version:
-            return False
-        self._on_new_model(version)
-        return True
+    def _adopt(self, version: str) -> None:
+        """If the model directory now holds the answering version (rebuilt in place and the
+        replica restarted under this router), this router serves it from now on. The file is
+        read again only once it has changed: in a rolling upgrade every answer of the old
+        generation comes here."""
+        mtime_ns = metadata_mtime_ns(self._model_dir)
+        if mtime_ns != self._metadata_mtime_ns:
+            self._metadata_mtime_ns = mtime_ns
+            try:
+                self._dir_metadata = ModelMetadata.load(self._model_dir)
+            except FileNotFoundError:
+                self._dir_metadata = None
+        if self._dir_metadata is not None and self._dir_metadata.version == version:
+            self._review_threshold = self._dir_metadata.review_threshold
+            self._on_new_model(version)
 
     def _on_new_model(self, version: str) -> None:
         """The stable replica was redeployed under us: no answer of the old model may be served again."""

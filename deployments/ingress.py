@@ -32,8 +32,9 @@ from deployments.api import (
 from deployments.config import IngressConfig, ReviewConfig
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import InProcessEdge
-from models.artifacts import OUT_OF_SCOPE, ModelMetadata
+from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
+from policies.review import needs_review
 from policies.window import LatencyWindow
 
 logger = logging.getLogger("ray.serve")
@@ -55,9 +56,8 @@ DEFAULT_OPTIONS = {
     "ray_actor_options": {"num_cpus": 0},
     # > request_timeout_s (serve_app checks): a replaced ingress answers all it holds (Serve's 20 s: 500s)
     "graceful_shutdown_timeout_s": 45,
+    "max_surge_percent": 100,  # an upgrade starts the new ingress before the old one stops
 }
-# Models built without a validation split carry no review threshold of their own.
-DEFAULT_REVIEW_CONFIDENCE = 0.5
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
 
 
@@ -85,11 +85,6 @@ class Ingress(AdminEndpoints):
         self._review = review or ReviewConfig(enabled=False)
         # Its own model's, not the first replica's to answer (the old one's in a rolling upgrade).
         model = ModelMetadata.load(model_dir)
-        if self._review.min_confidence is None:
-            threshold = model.review_threshold
-            self._review = self._review.model_copy(
-                update={"min_confidence": DEFAULT_REVIEW_CONFIDENCE if threshold is None else threshold}
-            )
         self._answers = AnswerMetrics(model.labels, model.label_mix, config.label_drift)
         self._review_failures = Counter(
             "review_record_failures_total", description="Low-confidence answers the review queue did not record."
@@ -257,9 +252,9 @@ class Ingress(AdminEndpoints):
         """Low-confidence model and edge answers are flagged; the first time (not from the
         result cache) they are also recorded for review. A failed record never fails the ticket."""
         r = self._review
-        if not r.enabled or result.route == "template":
-            return False
-        if result.label != OUT_OF_SCOPE and result.confidence >= r.min_confidence:
+        if not r.enabled or not needs_review(
+            result.label, result.confidence, result.route, r.min_confidence, result.review_threshold
+        ):
             return False
         queue = self._nodes.get("review_queue")
         if result.route != "cache" and queue is not None:

@@ -133,7 +133,7 @@ class ModelPath:
         action = await self._breaker.acquire() if self._breaker else "pass"
         if action in ("fallback", "reject_new"):
             reason = "breaker_open" if action == "fallback" else "breaker_reject_new"
-            self.give_up(reason)
+            self._give_up(reason)
             return GiveUp("degraded" if action == "fallback" else "reject", reason)
         self._budget.record_request(self._clock())
         prompt = await self._tokenize(text)
@@ -191,7 +191,7 @@ class ModelPath:
                     self._breaker.record(True, (self._clock() - start) * 1000)
                 step = next_step(self._retry, cause, tries, self._budget, self._clock())
                 if not step.retry:
-                    self.give_up(cause)
+                    self._give_up(cause)
                     return GiveUp(step.then, cause)
                 self.retries[cause] += 1
                 self._retries.inc(tags={"cause": cause})
@@ -249,7 +249,7 @@ class ModelPath:
                 if cancel is not None:
                     cancel()
 
-    def give_up(self, reason: str) -> None:
+    def _give_up(self, reason: str) -> None:
         self.give_ups[reason] += 1
         self._give_ups.inc(tags={"reason": reason})
 

@@ -32,6 +32,9 @@ DEFAULT_OPTIONS = {
     "max_ongoing_requests": 256,
     "max_queued_requests": 1024,
     "ray_actor_options": {"num_cpus": 1},
+    # An upgrade starts one new replica (rounded up) before an old one stops, so the engine's
+    # start is no gap: it needs room for one more replica (docs/reliability.md).
+    "max_surge_percent": 25,
     "health_check_period_s": 10,
     "health_check_timeout_s": 30,
 }
@@ -107,7 +110,10 @@ class ModelReplica:
         self._outcomes.inc(tags={"outcome": "ok"})
         if self._kv is not None:
             self._kv.record(prediction)
-        return ModelAnswer(prediction.label, prediction.confidence, self._engine.metadata.version)
+        meta = self._engine.metadata
+        return ModelAnswer(
+            prediction.label, prediction.confidence, meta.version, review_threshold=meta.review_threshold
+        )
 
     async def predict_many(
         self, prompts: list[list[int] | str], request_ids: list[str], tenant: str | None = None

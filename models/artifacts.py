@@ -40,6 +40,15 @@ def tokenizer_hash(model_dir: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
+def metadata_mtime_ns(model_dir: str | Path) -> int | None:
+    """When the directory's metadata last changed (None: no metadata): a cheap check for a
+    directory rebuilt in place, without reading it."""
+    try:
+        return Path(model_dir, METADATA_FILE).stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 @dataclass
 class ModelMetadata:
     version: str

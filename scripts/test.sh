@@ -16,8 +16,8 @@ export TICKETSERVE_ISOLATION_PHASE_S=${TICKETSERVE_ISOLATION_PHASE_S:-8}
 export TICKETSERVE_ISOLATION_ROUNDS=${TICKETSERVE_ISOLATION_ROUNDS:-1}
 export TICKETSERVE_REPLICA_LOSS_RUN_S=${TICKETSERVE_REPLICA_LOSS_RUN_S:-14}
 export TICKETSERVE_NODE_LOSS_RUN_S=${TICKETSERVE_NODE_LOSS_RUN_S:-25}
-# Two model replicas: the rolling case, which also meets every defect the one-replica drill found.
-export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-2}
+# One model replica, as shipped: with the surge its old and new generations answer side by side.
+export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-1}
 # Lint first: seconds, and a formatting slip should not wait for the slow tiers.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

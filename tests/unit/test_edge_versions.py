@@ -1,12 +1,13 @@
 """The edge router answers for the model it was deployed with: its version, labels and
-gates come from its own model directory, and a model answer of another version (a
-replica of the other generation during a rolling upgrade) is never served as its own;
-a directory rebuilt in place is adopted. Small stand-in handles, no Ray."""
+gates come from its own model directory. A model answer of another version (a replica of
+the other generation during a rolling upgrade) goes out under that version and its review
+threshold, and the result cache never serves it as this router's model's; a directory
+rebuilt in place is adopted. Small stand-in handles, no Ray."""
 
 import asyncio
 from pathlib import Path
 
-from deployments.api import Answer, ModelAnswer, Refusal, Ticket
+from deployments.api import Answer, ModelAnswer, Ticket
 from deployments.config import EDGE_OFF, EdgeConfig
 from deployments.edge_router import EdgeRouter
 from deployments.in_process import construct
@@ -17,20 +18,28 @@ from policies.retry import RetryConfig
 from tests.unit.test_model_path import Handle
 
 TEXT = "the zipper of my new jacket broke after one day"
+CACHE_ONLY = {**EDGE_OFF, "cache_enabled": True}
 
 
-def classify(model_dir: str, versions: list[str], edge: dict, before=lambda: None) -> Answer | Refusal:
-    """One ticket through a router on `model_dir` whose model replicas answer as `versions`,
-    one call after another (the last one repeats); `before` runs once the router is up. The
-    stand-in model has no `labels` method: the router must not need one to start."""
-    label = ModelMetadata.load(model_dir).labels[0]
+def classify(model_dir: str, versions: list[str], edge: dict, before=lambda: None) -> list[Answer]:
+    """The same ticket, once per entry of `versions`, through one router on `model_dir`
+    whose model replicas answer as those versions, in turn (threshold 0.8 for any version
+    but the directory's own); `before` runs once the router is up. The stand-in model has
+    no `labels` method: the router must not need one to start."""
+    meta = ModelMetadata.load(model_dir)
+    label = meta.labels[0]
 
     async def main():
-        model = Handle(predict=[ModelAnswer(label, 0.9, v) for v in versions])
+        model = Handle(
+            predict=[
+                ModelAnswer(label, 0.9, v, review_threshold=meta.review_threshold if v == meta.version else 0.8)
+                for v in versions
+            ]
+        )
         router = await construct(
             EdgeRouter,
             EdgeConfig(**edge),
-            Handle(tokenize=[[1, 2, 3]]),
+            Handle(tokenize=[[1, 2, 3]] * len(versions)),
             model,
             model_dir,
             None,
@@ -38,33 +47,51 @@ def classify(model_dir: str, versions: list[str], edge: dict, before=lambda: Non
             RetryConfig(),
         )
         before()
-        return await router.classify(Ticket(text=TEXT, request_id="r1"))
+        return [await router.classify(Ticket(text=TEXT, request_id=f"r{i}")) for i in range(len(versions))]
 
     return asyncio.run(main())
 
 
-def test_an_answer_of_another_version_is_never_served(default_model_dir):
+def test_another_generations_answer_goes_out_under_its_own_version_and_threshold(default_model_dir):
+    own = ModelMetadata.load(default_model_dir)
+    [other] = classify(default_model_dir, ["other-generation"], EDGE_OFF)
+    assert (other.route, other.model_version, other.review_threshold) == ("model", "other-generation", 0.8)
+    [served] = classify(default_model_dir, [own.version], EDGE_OFF)
+    assert (served.route, served.model_version, served.review_threshold) == ("model", own.version, own.review_threshold)
+
+
+def test_the_cache_never_serves_another_generations_answer_as_its_own(default_model_dir):
     own = ModelMetadata.load(default_model_dir).version
-    degraded = classify(default_model_dir, ["other-generation"], {**EDGE_OFF, "pre_classifier_enabled": True})
-    assert isinstance(degraded, Answer) and degraded.route == "degraded" and degraded.model_version == own
-    refused = classify(default_model_dir, ["other-generation"], EDGE_OFF)
-    assert isinstance(refused, Refusal) and (refused.status, refused.code) == (503, "overloaded")
-    assert refused.retry_after_s
-    served = classify(default_model_dir, [own], EDGE_OFF)
-    assert isinstance(served, Answer) and served.route == "model" and served.model_version == own
-    # The retry (the unavailable row's second try) meets a replica of its own generation.
-    retried = classify(default_model_dir, ["other-generation", own], EDGE_OFF)
-    assert isinstance(retried, Answer) and retried.route == "model" and retried.model_version == own
+    first, second, third = classify(default_model_dir, ["other-generation", own, own], CACHE_ONLY)
+    assert first.model_version == "other-generation"
+    assert (second.route, second.model_version) == ("model", own)
+    assert (third.route, third.model_version) == ("cache", own)
 
 
-def test_a_directory_rebuilt_in_place_is_adopted(default_model_dir, tmp_path):
-    model_dir = tmp_path / "model"
-    derive(Path(default_model_dir), model_dir)
-
+def rebuilt(model_dir: Path):
     def rebuild():
         meta = ModelMetadata.load(model_dir)
         meta.version = "rebuilt"
         meta.save(model_dir)
 
-    answer = classify(str(model_dir), ["rebuilt"], EDGE_OFF, before=rebuild)
-    assert isinstance(answer, Answer) and answer.route == "model" and answer.model_version == "rebuilt"
+    return rebuild
+
+
+def test_a_directory_rebuilt_in_place_is_adopted(default_model_dir, tmp_path):
+    model_dir = tmp_path / "model"
+    derive(Path(default_model_dir), model_dir)
+    [answer] = classify(str(model_dir), ["rebuilt"], EDGE_OFF, before=rebuilt(model_dir))
+    assert (answer.route, answer.model_version) == ("model", "rebuilt")
+
+
+def test_a_rebuilt_directory_is_adopted_after_another_generation_answered(default_model_dir, tmp_path):
+    """An answer of a third version, read after the rebuild, must not stop the router from
+    adopting the rebuilt one when that first answers (then its cache serves it)."""
+    model_dir = tmp_path / "model"
+    derive(Path(default_model_dir), model_dir)
+    answers = classify(str(model_dir), ["other-generation", "rebuilt", "rebuilt"], CACHE_ONLY, rebuilt(model_dir))
+    assert [(a.route, a.model_version) for a in answers] == [
+        ("model", "other-generation"),
+        ("model", "rebuilt"),
+        ("cache", "rebuilt"),
+    ]

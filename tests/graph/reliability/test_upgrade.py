@@ -1,15 +1,17 @@
 """Upgrades under load: `serve deploy` of a changed config (here `serve.run` of the same
 application with another model directory: the same call into Serve's controller) while
-clients send tickets. Serve replaces every replica whose arguments changed, the ingress
-and the model replica included, and the new engine takes its time to start (on the fake
-engine `fake_start_s` stands in for vLLM's 20-60 s; scripts/reliability.sh runs vLLM
-with TICKETSERVE_UPGRADE_RUN_S=150). No ticket may be lost or hang,
-every answer is the contract's JSON (a 503 carries Retry-After), and once the new
-version is running no answer comes from the old one."""
+tickets arrive at half the capacity measured just before (open loop). Serve replaces
+every replica whose arguments changed, the ingress and the model replica included, and
+the new engine takes its time to start (on the fake engine `fake_start_s` stands in for
+vLLM's 20-60 s; scripts/reliability.sh runs vLLM with TICKETSERVE_UPGRADE_RUN_S=240).
+No ticket may be lost or hang, every answer is the contract's JSON (a 503 carries
+Retry-After), and once the new version is running no answer comes from the old one."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import operator
 import os
 import threading
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from loadkit.generators import Outcomes, closed_loop, ticket_bodies
+from loadkit.generators import closed_loop, open_loop, ticket_bodies
 from models.artifacts import ModelMetadata
 from models.variant import derive
 from tests.graph.reliability.figures import record
@@ -29,8 +31,10 @@ APP = "upgrade"
 UPGRADE_AT_S = 5.0
 RUN_S = float(os.environ.get("TICKETSERVE_UPGRADE_RUN_S", "50"))
 ENGINE_START_S = 5.0
-# One model replica (the CPU default): the old one stops before the new one runs. Two:
-# Serve replaces them one at a time, and the new ingress may meet an old replica.
+CAPACITY_S = 6.0
+LOAD_SHARE = 0.5  # of the measured capacity: the load an upgrade must carry through
+# With the model replica's surge (max_surge_percent) Serve starts a new replica before an
+# old one stops: one replica (the CPU default) or two, old and new answer side by side.
 MODEL_REPLICAS = [int(n) for n in os.environ.get("TICKETSERVE_UPGRADE_MODEL_REPLICAS", "1,2").split(",")]
 # Answers sent this long after the new version runs must all be the new version's: the
 # old ingress may still be answering the tickets it held when it was told to stop.
@@ -60,7 +64,11 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
     options = {"ModelReplica": {"num_replicas": model_replicas}}
     with running(ray_serve, APP, graph_args(default_model_dir), options) as client:
         url = str(client.base_url).rstrip("/")
-        out, began = Outcomes(), time.perf_counter()
+        bodies = ticket_bodies(20_000, seed=11)
+        capacity = asyncio.run(closed_loop(url, bodies[15_000:], users=32, seconds=CAPACITY_S, timeout_s=60))
+        rate = LOAD_SHARE * capacity.counts["ok"] / CAPACITY_S
+        assert rate > 2, capacity.summary()
+        began = time.perf_counter()
 
         def upgrade() -> None:
             time.sleep(UPGRADE_AT_S)
@@ -70,16 +78,22 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
 
         upgrader = threading.Thread(target=upgrade)
         upgrader.start()
-        asyncio.run(
-            closed_loop(url, ticket_bodies(20_000, seed=11), users=8, seconds=RUN_S, timeout_s=60, out=out, began=began)
-        )
+        # Answers' times count from the generator's own start, within a millisecond of `began`.
+        out, _ = asyncio.run(open_loop(url, bodies, [(rate, RUN_S)], timeout_s=60, max_in_flight=4096))
         upgrader.join()
     settled = marks["running_at_s"] + SETTLE_S
+    sent = sorted(at for at, _ in out.versions)
     result = {
+        "offered_per_s": round(rate, 1),
         **out.summary(),
         **{k: round(v, 1) for k, v in marks.items()},
         "answered_by_version": {v: sum(1 for _, got in out.versions if got == v) for v in {old, new}},
         "old_version_after_running": sum(1 for at, v in out.versions if at > settled and v == old),
+        # The longest stretch of sends none of which was answered: "keeps answering throughout".
+        "longest_unanswered_s": round(max(map(operator.sub, sent[1:], sent[:-1]), default=RUN_S), 2),
+        "refused_per_5s": dict(
+            sorted(collections.Counter(5 * int(at // 5) for at, k in out.timeline if k == "refused").items())
+        ),
         "foreign_versions": sorted({v for _, v in out.versions} - {old, new}),
         "samples": out.samples[:5],
     }
