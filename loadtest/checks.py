@@ -36,21 +36,55 @@ def judge_ticketserve(status: int, headers: dict[str, str], body: str, labels: s
     except (TypeError, ValueError):
         return Verdict(False, False, "invalid", f"{status}: body is not JSON")
     if status == 200:
-        problems = []
-        if not isinstance(data, dict):
-            problems.append("answer is not an object")
-        else:
-            if labels and data.get("label") not in labels:
-                problems.append(f"unknown label {data.get('label')!r}")
-            if not isinstance(data.get("confidence"), (int, float)) or not 0 <= data["confidence"] <= 1:
-                problems.append(f"confidence {data.get('confidence')!r}")
-            if data.get("route") not in ROUTES:
-                problems.append(f"route {data.get('route')!r}")
-            if not data.get("model_version") or not data.get("request_id"):
-                problems.append("model_version or request_id missing")
-        if problems:
-            return Verdict(False, False, "invalid", "; ".join(problems))
-        return Verdict(True, True, data["route"])
+        return _judge_answer(data, labels)
+    return _judge_refusal(status, data, headers)
+
+
+def judge_ticketserve_batch(status: int, headers: dict[str, str], body: str, labels: set[str], n: int) -> list[Verdict]:
+    """A POST /v1/classify/batch answer for `n` tickets: one verdict per ticket. A refused
+    batch refuses each of its tickets; in an answered one each result is an answer or its
+    own ticket's error (no status of its own: any code the contract names)."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return [Verdict(False, False, "invalid", f"{status}: body is not JSON")] * n
+    if status != 200:
+        return [_judge_refusal(status, data, headers)] * n
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list) or len(results) != n:
+        return [Verdict(False, False, "invalid", f"200 without {n} results")] * n
+    return [_judge_item(item, labels) for item in results]
+
+
+def _judge_item(item: object, labels: set[str]) -> Verdict:
+    error = item.get("error") if isinstance(item, dict) else None
+    if error is None:
+        return _judge_answer(item, labels)
+    code = error.get("code") if isinstance(error, dict) else None
+    if not any(code in codes for codes in REFUSALS.values()):
+        return Verdict(False, False, "invalid", f"batch item {code}")
+    return Verdict(False, True, "refused", f"batch item {code}: {str(error.get('message', ''))[:100]}")
+
+
+def _judge_answer(data: object, labels: set[str]) -> Verdict:
+    problems = []
+    if not isinstance(data, dict):
+        problems.append("answer is not an object")
+    else:
+        if labels and data.get("label") not in labels:
+            problems.append(f"unknown label {data.get('label')!r}")
+        if not isinstance(data.get("confidence"), (int, float)) or not 0 <= data["confidence"] <= 1:
+            problems.append(f"confidence {data.get('confidence')!r}")
+        if data.get("route") not in ROUTES:
+            problems.append(f"route {data.get('route')!r}")
+        if not data.get("model_version") or not data.get("request_id"):
+            problems.append("model_version or request_id missing")
+    if problems:
+        return Verdict(False, False, "invalid", "; ".join(problems))
+    return Verdict(True, True, data["route"])
+
+
+def _judge_refusal(status: int, data: object, headers: dict[str, str]) -> Verdict:
     error = data.get("error") if isinstance(data, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
     if code not in REFUSALS.get(status, set()):
@@ -62,14 +96,20 @@ def judge_ticketserve(status: int, headers: dict[str, str], body: str, labels: s
     return Verdict(False, True, "refused", f"{status} {code}: {str(error.get('message', ''))[:100]}")
 
 
-def judge_vllm(status: int, body: str) -> Verdict:
-    """vLLM's POST /classify: {"data": [{"label": ..., "probs": [...]}]}."""
+def judge_vllm(status: int, body: str, n: int = 1) -> list[Verdict]:
+    """vLLM's POST /classify for `n` inputs: {"data": [{"label": ..., "probs": [...]}, ...]},
+    one verdict per input."""
     if status != 200:
-        return Verdict(False, status in (429, 503), "refused" if status in (429, 503) else "invalid", str(status))
+        return [Verdict(False, status in (429, 503), "refused" if status in (429, 503) else "invalid", str(status))] * n
     try:
-        label = json.loads(body)["data"][0]["label"]
-    except (TypeError, ValueError, KeyError, IndexError):
-        return Verdict(False, False, "invalid", "200 without data[0].label")
-    if not isinstance(label, str) or not label:
-        return Verdict(False, False, "invalid", f"label {label!r}")
-    return Verdict(True, True, "model")
+        labels = [item["label"] for item in json.loads(body)["data"]]
+    except (TypeError, ValueError, KeyError):
+        return [Verdict(False, False, "invalid", "200 without data[].label")] * n
+    if len(labels) != n:
+        return [Verdict(False, False, "invalid", f"200 with {len(labels)} labels for {n} inputs")] * n
+    return [
+        Verdict(True, True, "model")
+        if isinstance(label, str) and label
+        else Verdict(False, False, "invalid", f"label {label!r}")
+        for label in labels
+    ]

@@ -25,7 +25,7 @@ import urllib.request
 from locust import FastHttpUser, LoadTestShape, between, events, task
 
 from loadkit.mix import TicketMix, spam_texts
-from loadtest.checks import Verdict, judge_ticketserve, judge_vllm
+from loadtest.checks import Verdict, judge_ticketserve, judge_ticketserve_batch, judge_vllm
 from loadtest.options import add_shared, scaled_stage_users
 from loadtest.report import TICKET_KINDS, Record, stages, verdict, write_records
 
@@ -151,24 +151,36 @@ class TicketUser(FastHttpUser):
     @task
     def ticket(self):
         state, opts = self.environment.run_state, self.environment.parsed_options
-        t = state.mix.draw(self.rng)
+        drawn = [state.mix.draw(self.rng) for _ in range(opts.batch_size)]
+        texts = [t.text for t in drawn]
+        bodies = [
+            {"text": t, "user_id": self.user_id, "ticket_id": f"{self.user_id}-{next(self.tickets)}"} for t in texts
+        ]
+        batched = opts.batch_size > 1
         if opts.api == "vllm":
-            path, body = "/classify", {"model": opts.vllm_model, "input": t.text}
+            path, body = "/classify", {"model": opts.vllm_model, "input": texts if batched else texts[0]}
+        elif batched:
+            path, body = "/v1/classify/batch", {"tickets": bodies}
         else:
-            ticket_id = f"{self.user_id}-{next(self.tickets)}"
-            path, body = "/v1/classify", {"text": t.text, "user_id": self.user_id, "ticket_id": ticket_id}
+            path, body = "/v1/classify", bodies[0]
         start = time.perf_counter()
-        with self.client.post(path, json=body, name=t.kind, catch_response=True) as r:
+        with self.client.post(path, json=body, name="batch" if batched else drawn[0].kind, catch_response=True) as r:
+            headers = dict(r.headers or {})
             if opts.api == "vllm":
-                v = judge_vllm(r.status_code, r.text)
+                verdicts = judge_vllm(r.status_code, r.text, len(texts))
+            elif batched:
+                verdicts = judge_ticketserve_batch(r.status_code, headers, r.text, state.labels, len(texts))
             else:
-                v = judge_ticketserve(r.status_code, dict(r.headers or {}), r.text, state.labels)
-            if v.answered:
+                verdicts = [judge_ticketserve(r.status_code, headers, r.text, state.labels)]
+            if all(v.answered for v in verdicts):
                 r.success()
             else:
-                r.failure(v.reason)
+                r.failure(next(v.reason for v in verdicts if not v.answered))
                 self.backoff_s = _retry_after_s(r.headers)
-            state.record(t.kind, r.status_code, _latency_ms(r, start), v)
+            # Every ticket of a batch is recorded, with the batch's latency: rates stay per ticket.
+            latency_ms = _latency_ms(r, start)
+            for t, v in zip(drawn, verdicts, strict=True):
+                state.record(t.kind, r.status_code, latency_ms, v)
 
 
 class SpamUser(FastHttpUser):

@@ -12,6 +12,13 @@ SHARED = [
     ("--max-requests", int, 100_000, "stop after this many tickets"),
     ("--max-p99-ms", float, 2000.0, "criterion and SLO: P99 of answered tickets"),
     ("--max-error-rate", float, 0.005, "criterion: unanswered share of tickets"),
+    (
+        "--batch-size",
+        int,
+        1,
+        "tickets per request: above 1, POST /v1/classify/batch (vLLM: /classify with a list input); "
+        "every ticket is recorded on its own, with its batch's latency",
+    ),
     ("--judged-users", int, 1000, "criteria hold for stages up to this many (unscaled) users; the seeds judge at 1000"),
 ]
 

@@ -5,12 +5,16 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from loadtest.report import read_records
 from models.build import ROOT
 from tests.harness import HTTP_PORT
 
 
-def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path):
+# 8: batch clients, POST /v1/classify/batch, every ticket of a batch recorded on its own.
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, batch_size):
     prefix = tmp_path / "run"
     cmd = [
         sys.executable,
@@ -40,6 +44,8 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path):
         "--html",
         f"{prefix}.html",
         "--only-summary",
+        "--batch-size",
+        str(batch_size),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)

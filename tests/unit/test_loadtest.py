@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from loadkit.mix import MIX, TicketMix
-from loadtest.checks import judge_ticketserve, judge_vllm
+from loadtest.checks import judge_ticketserve, judge_ticketserve_batch, judge_vllm
 from loadtest.report import (
     Record,
     abuse,
@@ -62,9 +62,28 @@ def test_refusals_need_their_code_and_retry_after():
 
 def test_vllm_answers():
     body = json.dumps({"data": [{"index": 0, "label": "order_status", "probs": [0.1, 0.9]}]})
-    assert judge_vllm(200, body).answered
-    assert not judge_vllm(200, json.dumps({"data": []})).valid
-    assert judge_vllm(503, "busy").valid and not judge_vllm(500, "boom").valid
+    assert judge_vllm(200, body)[0].answered
+    assert not judge_vllm(200, json.dumps({"data": []}))[0].valid
+    assert judge_vllm(503, "busy")[0].valid and not judge_vllm(500, "boom")[0].valid
+
+
+def test_batch_answers_are_judged_per_ticket():
+    spam = json.loads(error("spam_detected"))
+    body = json.dumps({"results": [ANSWER, spam, {**ANSWER, "label": "nope"}]})
+    verdicts = judge_ticketserve_batch(200, {}, body, LABELS, 3)
+    assert [(v.answered, v.valid) for v in verdicts] == [(True, True), (False, True), (False, False)]
+    assert not judge_ticketserve_batch(200, {}, json.dumps({"results": [ANSWER]}), LABELS, 2)[0].valid
+    refused = judge_ticketserve_batch(503, {"Retry-After": "1"}, error("overloaded"), LABELS, 4)
+    assert len(refused) == 4 and all(v.valid and not v.answered for v in refused)
+    assert not judge_ticketserve_batch(200, {}, json.dumps({"results": [{"error": {"code": "boom"}}]}), LABELS, 1)[
+        0
+    ].valid
+
+
+def test_vllm_list_answers_need_one_label_per_input():
+    body = json.dumps({"data": [{"label": "order_status"}, {"label": "password_reset"}]})
+    assert all(v.answered for v in judge_vllm(200, body, 2))
+    assert not any(v.valid for v in judge_vllm(200, body, 3))
 
 
 def test_mix_follows_the_tier_shares_and_makes_texts_unique():
