@@ -137,7 +137,9 @@ class EdgeRouter:
             else [name for name, tier in labels.items() if tier == "simple"]
         )
         self._model_version = meta.version
-        self._review_threshold = meta.review_threshold
+        # Each answer goes out with the review threshold of the model version it names (the
+        # other generation's during a rolling upgrade, a canary's), as its replica reported it.
+        self._thresholds: dict[str, float | None] = {meta.version: meta.review_threshold}
         self._dir_metadata: ModelMetadata | None = meta
         self._metadata_mtime_ns = metadata_mtime_ns(model_dir)
         # The build read a gate per language off validation tickets, where the edge's
@@ -201,6 +203,7 @@ class EdgeRouter:
         result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
         if isinstance(result, GiveUp):
             return self._fallback(ticket, lang.language, result)
+        self._thresholds[result.model_version] = result.review_threshold
         if result.side == "stable" and result.model_version != self._model_version:
             # A replica of the other generation (a rolling upgrade: Serve's router picks among
             # old and new replicas) or this directory rebuilt in place. The answer goes out
@@ -211,14 +214,7 @@ class EdgeRouter:
         if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
             self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
-        return self._answer(
-            result.label,
-            result.confidence,
-            "model",
-            lang.language,
-            model_version=result.model_version,
-            review_threshold=result.review_threshold,
-        )
+        return self._answer(result.label, result.confidence, "model", lang.language, model_version=result.model_version)
 
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
@@ -243,13 +239,11 @@ class EdgeRouter:
         answer_id: str | None = None,
         degraded: bool = False,
         model_version: str | None = None,
-        review_threshold: float | None = None,
     ) -> Answer:
-        """`model_version` and `review_threshold`: of the model that answered; default this router's."""
+        """`model_version`: of the side that answered; default stable's."""
         self._routes.inc(tags={"route": route})
-        if model_version is None:
-            model_version, review_threshold = self._model_version, self._review_threshold
-        return Answer(label, confidence, route, model_version, language, answer_id, degraded, review_threshold)
+        version = model_version or self._model_version
+        return Answer(label, confidence, route, version, language, answer_id, degraded, self._thresholds.get(version))
 
     def _adopt(self, version: str) -> None:
         """If the model directory now holds the answering version (rebuilt in place and the
@@ -264,7 +258,6 @@ class EdgeRouter:
             except FileNotFoundError:
                 self._dir_metadata = None
         if self._dir_metadata is not None and self._dir_metadata.version == version:
-            self._review_threshold = self._dir_metadata.review_threshold
             self._on_new_model(version)
 
     def _on_new_model(self, version: str) -> None:

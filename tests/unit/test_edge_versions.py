@@ -61,11 +61,13 @@ def test_another_generations_answer_goes_out_under_its_own_version_and_threshold
 
 
 def test_the_cache_never_serves_another_generations_answer_as_its_own(default_model_dir):
-    own = ModelMetadata.load(default_model_dir).version
-    first, second, third = classify(default_model_dir, ["other-generation", own, own], CACHE_ONLY)
+    meta = ModelMetadata.load(default_model_dir)
+    first, second, third = classify(default_model_dir, ["other-generation", meta.version, meta.version], CACHE_ONLY)
     assert first.model_version == "other-generation"
-    assert (second.route, second.model_version) == ("model", own)
-    assert (third.route, third.model_version) == ("cache", own)
+    assert (second.route, second.model_version) == ("model", meta.version)
+    # A cached answer keeps its version's review threshold, not the default's.
+    assert meta.review_threshold is not None
+    assert (third.route, third.model_version, third.review_threshold) == ("cache", meta.version, meta.review_threshold)
 
 
 def rebuilt(model_dir: Path):
