@@ -96,7 +96,7 @@ class Answer:
     language: str | None = None
     answer_id: str | None = None
     degraded: bool = False  # from a fallback (stale cache, pre-classifier) while the model path failed
-    review_threshold: float | None = None  # of the model version named above (None: the ingress default)
+    review_threshold: float | None = None  # of the model version named above (None: policies/review.py default)
 
 
 @dataclass(frozen=True)
