@@ -140,7 +140,7 @@ class EdgeRouter:
         # Each answer goes out with the review threshold of the model version it names (the
         # other generation's during a rolling upgrade, a canary's), as its replica reported it.
         self._thresholds: dict[str, float | None] = {meta.version: meta.review_threshold}
-        self._dir_metadata: ModelMetadata | None = meta
+        self._dir_version: str | None = meta.version
         self._metadata_mtime_ns = metadata_mtime_ns(model_dir)
         # The build read a gate per language off validation tickets, where the edge's
         # answers were at least as accurate as the model's; a configured value overrides it.
@@ -254,10 +254,10 @@ class EdgeRouter:
         if mtime_ns != self._metadata_mtime_ns:
             self._metadata_mtime_ns = mtime_ns
             try:
-                self._dir_metadata = ModelMetadata.load(self._model_dir)
+                self._dir_version = ModelMetadata.load(self._model_dir).version
             except FileNotFoundError:
-                self._dir_metadata = None
-        if self._dir_metadata is not None and self._dir_metadata.version == version:
+                self._dir_version = None
+        if self._dir_version == version:
             self._on_new_model(version)
 
     def _on_new_model(self, version: str) -> None:

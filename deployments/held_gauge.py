@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ray.serve.metrics import Gauge
 
@@ -45,12 +45,13 @@ class HeldGauge:
                 # A thread, not a task: gauges are set from sync constructors and handlers too.
                 self._thread = threading.Thread(target=self._hold, name="held-gauge", daemon=True)
                 self._thread.start()
-        self._gauge.set(value, tags=tags)
+            self._gauge.set(value, tags=tags)
 
     def _hold(self) -> None:
         while True:
             time.sleep(self._refresh_s)
+            # Under the lock: a refresh between a new set() and its own report would put
+            # the old value back for a whole interval (a breaker opening reported as closed).
             with self._lock:
-                last: list[tuple[float, Any]] = list(self._last.values())
-            for value, tags in last:
-                self._gauge.set(value, tags=tags)
+                for value, tags in self._last.values():
+                    self._gauge.set(value, tags=tags)
