@@ -43,7 +43,12 @@ class _VLLMEngine(TicketEngine):
         # Only used on the fallback path and to pre-tokenize the instruction.
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         worker = {}
-        if config.ipc_busy_wait_ms is not None and current_platform.is_cpu():
+        if config.cpu_worker_in_engine_process and current_platform.is_cpu():
+            # vLLM's CPU platform otherwise runs the model in a worker process of its own,
+            # fed each step through shared memory: on 2 cores that hand-off cost a third of
+            # the encode rate. vLLM reads it while it builds this engine's config.
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        elif config.ipc_busy_wait_ms is not None and current_platform.is_cpu():
             from deployments.vllm_cpu_worker import BUSY_WAIT_ENV
 
             # Read by the worker process vLLM spawns, which inherits this replica's environment.
