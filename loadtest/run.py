@@ -37,6 +37,7 @@ import httpx
 import yaml
 
 from deployments.config import EDGE_OFF
+from deployments.device_readings import cuda_available
 from deployments.ray_env import cluster_env
 from loadtest.options import add_shared, forward, scaled_stage_users
 from loadtest.report import (
@@ -118,7 +119,7 @@ def main() -> int:
                     # drain; a deploy meanwhile was lost with them.
                     _wait_shut_down(env, 120)
             elif target == "vllm":
-                exit_codes[target] = _with_vllm_server(args, model_dir, out, env)
+                exit_codes[target] = _with_vllm_server(args, model_dir, out, _peer_env(env))
             else:
                 offline_json = out / "offline_rate.json"
                 offline_json.unlink(missing_ok=True)
@@ -136,7 +137,7 @@ def main() -> int:
                         "--out",
                         str(offline_json),
                     ],
-                    env,
+                    _peer_env(env),
                     check=False,
                 )
                 offline = json.loads(offline_json.read_text())
@@ -368,6 +369,16 @@ def _wait_healthy(url: str, timeout_s: float) -> None:
             pass
         time.sleep(2)
     raise RuntimeError(f"{url} not healthy after {timeout_s:.0f} s")
+
+
+def _peer_env(env: dict) -> dict:
+    """The peers run vLLM as the graph's model replica does: on CPU its model worker inside
+    the engine-core process (`engine.cpu_worker_in_engine_process`), which here more than
+    doubled the offline rate; comparing against vLLM's slower default layout would flatter
+    the graph. Set VLLM_ENABLE_V1_MULTIPROCESSING=1 to measure that layout."""
+    if cuda_available():
+        return env
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", **env}
 
 
 def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
