@@ -15,6 +15,10 @@ from tests.graph.reliability.figures import record
 
 pytestmark = pytest.mark.reliability
 
+# Whether the drill times `serve delete` (its ~30 s drain: a figure of docs/benchmarks.md),
+# as scripts/reliability.sh does; the CI tier (scripts/test.sh) skips it.
+TIME_DELETE = os.environ.get("TICKETSERVE_HAPROXY_TIME_DELETE", "1") == "1"
+
 EXPECTED = {
     "classify": (200, None),
     "batch": (200, None),
@@ -32,7 +36,14 @@ EXPECTED = {
 def test_the_haproxy_path_answers_every_route_and_error_as_json(default_model_dir, tmp_path):
     out = tmp_path / "haproxy.json"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.graph.reliability.haproxy_drill", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tests.graph.reliability.haproxy_drill",
+            "--out",
+            str(out),
+            *([] if TIME_DELETE else ["--no-delete-timing"]),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
