@@ -14,8 +14,12 @@ much, and admits whatever is forwarded.
     python -m deploy.front_door                 # serve_config.yaml; listens on 127.0.0.1:8088
     python -m deploy.front_door --print         # only print the HAProxy config
 
-Not guarded here, still limited by the app: /v1/classify/batch, and bodies larger than
-`buffer_bytes` (HAProxy reads no further for the keys).
+It also caps the tickets in flight to Serve (`max_forwarded_tickets`): past capacity the
+excess waits in HAProxy's queue and, after `queue_timeout_ms`, is refused there (503
+overloaded, Retry-After) instead of costing the proxy and the ingress the CPU of a refusal.
+
+Not rate-limited here, still limited by the app: /v1/classify/batch (it is capped in
+flight), and bodies larger than `buffer_bytes` (HAProxy reads no further for the keys).
 """
 
 from __future__ import annotations
@@ -58,6 +62,15 @@ class FrontDoorConfig(BaseModel):
     timeout_s: float = Field(
         0.0, ge=0, description="client and server timeout; 0: the ingress's request_timeout_s + 5 s"
     )
+    max_forwarded_tickets: int = Field(
+        32,
+        ge=0,
+        description="classify requests forwarded to Serve at once, the rest wait in HAProxy's queue (0: no cap); "
+        "about the graph's tickets/s × its in-service latency at capacity",
+    )
+    queue_timeout_ms: int = Field(
+        1000, gt=0, description="longest a classify request waits for a slot before HAProxy refuses it 503 overloaded"
+    )
 
 
 def render(front: FrontDoorConfig, app: AppConfig) -> str:
@@ -92,11 +105,31 @@ def render(front: FrontDoorConfig, app: AppConfig) -> str:
         *_user_rules(rate),
         _refuse("too many requests for this user; retry later"),
         *_tenant_rules(rate),
+        "    acl batch path " + path + "/batch",
+        "    use_backend tickets if classify || batch",
         "    default_backend serve",
+        *_tickets_backend(front),
         "backend serve",
         f"    server serve {front.upstream_host}:{front.upstream_port}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _tickets_backend(front: FrontDoorConfig) -> list[str]:
+    """Tickets go to Serve at most `max_forwarded_tickets` at a time. Past capacity the excess
+    waits here, costing nothing, and what waits longer than `queue_timeout_ms` is refused
+    in C: a refusal by the ingress costs the proxy and the ingress about the CPU of an
+    answer, so on two cores 3x the capacity used to cut the answers by a third. Health
+    checks and the other routes keep their own backend, never queued behind tickets."""
+    cap = f" maxconn {front.max_forwarded_tickets}" if front.max_forwarded_tickets else ""
+    body = '\'{"error":{"code":"overloaded","message":"the service is at capacity; retry later"}}\''
+    return [
+        "backend tickets",
+        f"    timeout queue {front.queue_timeout_ms}ms",
+        # Every 503 HAProxy makes here (queue timeout, Serve unreachable) in the contract's shape.
+        f"    http-error status 503 content-type application/json hdr Retry-After 1 string {body}",
+        f"    server serve {front.upstream_host}:{front.upstream_port}{cap}",
+    ]
 
 
 def _user_rules(rate: RateLimitConfig) -> list[str]:

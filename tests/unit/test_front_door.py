@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -153,3 +154,39 @@ def test_anonymous_callers_are_keyed_by_address_and_it_is_forwarded(front):
         assert statuses(front, [{"text": "x", "user_id": "named"}]) == [200]
         echoed = c.post(f"{front}/v1/classify", json={"text": "y", "user_id": "named"}).json()
     assert echoed["forwarded_for"] == "127.0.0.1"
+
+
+class _Slow(_Echo):
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        time.sleep(0.5)
+        super().do_POST()
+
+
+@needs_haproxy
+def test_tickets_past_the_cap_wait_then_are_refused_at_the_door_and_health_checks_never_wait():
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Slow)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = free_port()
+    config = FrontDoorConfig(
+        listen_port=port, upstream_port=upstream.server_address[1], max_forwarded_tickets=2, queue_timeout_ms=150
+    )
+    try:
+        with running(config, AppConfig.from_args(LIMITS)), httpx.Client(timeout=10) as c:
+            url = f"http://127.0.0.1:{port}"
+            with ThreadPoolExecutor(6) as pool:
+                sent = [
+                    pool.submit(c.post, f"{url}/v1/classify", json={"text": "x", "user_id": f"u{i}"}) for i in range(6)
+                ]
+                time.sleep(0.1)
+                # While two tickets hold both slots and four wait, the other routes pass at once.
+                started = time.monotonic()
+                health = c.get(f"{url}/healthz")
+                health_s = time.monotonic() - started
+                answers = [f.result() for f in sent]
+            refused = [a for a in answers if a.status_code == 503]
+            assert sorted(a.status_code for a in answers) == [200] * 2 + [503] * 4
+            assert all(a.json()["error"]["code"] == "overloaded" and a.headers["retry-after"] == "1" for a in refused)
+            assert all(a.headers["content-type"] == "application/json" for a in refused)
+            assert health.status_code == 501 and health_s < 0.3  # the echo answers GET with 501
+    finally:
+        upstream.shutdown()
