@@ -33,6 +33,13 @@ class ApiError(Exception):
     def headers(self) -> dict[str, str]:
         return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
+    def item_body(self) -> dict[str, Any]:
+        """The error as a batch item: the body, with the Retry-After a lone ticket's answer
+        would carry in its header."""
+        if self.retry_after_s is None:
+            return self.body()
+        return {"error": {"code": self.code, "message": self.message, "retry_after_s": self.retry_after_s}}
+
 
 class ModelThrottled(Exception):
     """The model replica's queue is full (the retry matrix's 429 row)."""
@@ -185,6 +192,9 @@ class BatchRequest(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    retry_after_s: int | None = Field(
+        None, description="batch items only: seconds before this ticket may be sent again (absent when none)"
+    )
 
 
 class ErrorBody(BaseModel):

@@ -22,7 +22,6 @@ from deployments.api import (
     Answer,
     ApiError,
     BatchRequest,
-    BatchResponse,
     ClassifyRequest,
     ClassifyResponse,
     Ticket,
@@ -116,7 +115,7 @@ class Ingress(AdminEndpoints):
             return JSONResponse(answer.body(), answer.status, headers=answer.headers())
         return JSONResponse(answer.model_dump())
 
-    async def classify_batch(self, body: BatchRequest, request: Request) -> BatchResponse:
+    async def classify_batch(self, body: BatchRequest, request: Request) -> JSONResponse:
         if len(body.tickets) > self._config.max_batch_tickets:
             raise ApiError(
                 413,
@@ -129,7 +128,12 @@ class Ingress(AdminEndpoints):
         answers = await asyncio.gather(
             *(self._answer(ticket, f"{request_id}-{i}", start, context) for i, ticket in enumerate(body.tickets))
         )
-        return BatchResponse(results=[a.body() if isinstance(a, ApiError) else a for a in answers])
+        # The batch is answered 200 whatever its items; a refused item (rate limit, overload)
+        # carries its own retry_after_s, and the answer the largest as Retry-After, so a
+        # batch client can back off as a single-ticket one does.
+        waits = [a.retry_after_s for a in answers if isinstance(a, ApiError) and a.retry_after_s is not None]
+        results = [a.item_body() if isinstance(a, ApiError) else a.model_dump() for a in answers]
+        return JSONResponse({"results": results}, headers={"Retry-After": str(max(waits))} if waits else None)
 
     async def labels(self) -> dict[str, Any]:
         return await self._nodes["model"].labels.remote()

@@ -154,6 +154,20 @@ def test_rate_limit_holds_across_replicas(strict):
     assert strict.get("/healthz").json()["status"] == "ok"
 
 
+def test_a_batch_past_the_users_bucket_answers_the_rest_with_retry_after(strict):
+    tickets = [{"text": f"I forgot my password, batch {i}", "user_id": "batcher"} for i in range(14)]
+    r = strict.post("/v1/classify/batch", json={"tickets": tickets})
+    assert r.status_code == 200
+    results = r.json()["results"]
+    refused = [item["error"] for item in results if "error" in item]
+    # A bucket of 10 (and 2/s refilling while the batch is read): the rest of the batch is
+    # refused item by item, each saying when to retry.
+    assert 2 <= len(refused) <= 4 and all(e["code"] == "rate_limited" and e["retry_after_s"] >= 1 for e in refused)
+    assert int(r.headers["retry-after"]) == max(e["retry_after_s"] for e in refused)
+    answered = strict.post("/v1/classify/batch", json={"tickets": [{"text": "where is my parcel", "user_id": "b2"}]})
+    assert "retry-after" not in answered.headers and "error" not in answered.json()["results"][0]
+
+
 def test_anonymous_requests_share_a_bucket_per_address(strict):
     statuses = [
         strict.post("/v1/classify", json={"text": f"I forgot my password again {i}"}).status_code for i in range(12)
