@@ -66,6 +66,13 @@ class EngineConfig(BaseModel):
     fake_start_s: float = Field(
         0.0, ge=0, description="fake mode: time the engine takes to start (vLLM's: 20-60 s), for upgrade drills"
     )
+    cpu_threads: int | None = Field(
+        None,
+        gt=0,
+        description="CPU hosts: threads of the engine's model worker; null: the replica's num_cpus (Ray's "
+        "OMP_NUM_THREADS). A cheap classifier served faster on one core of two (the HTTP path needs the other), "
+        "a 0.5B decoder 25-50 % faster on both (docs/benchmarks.md#engine-threads)",
+    )
     extra_niceness: int = Field(
         0,
         ge=0,

@@ -20,12 +20,7 @@ import yaml
 from deployments.device_readings import cuda_available
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
 from models.artifacts import ModelMetadata
-
-TICKET_SLOT = "\x00TICKET\x00"
-DEFAULT_INSTRUCTION = (
-    "You are a customer-service ticket router. Read the ticket and answer with exactly "
-    "one intent label from this list: {labels}."
-)
+from models.prompt import TICKET_SLOT, instruction_text, plain_template
 
 
 class _VLLMEngine(TicketEngine):
@@ -43,6 +38,10 @@ class _VLLMEngine(TicketEngine):
         # Only used on the fallback path and to pre-tokenize the instruction.
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         worker = {}
+        if config.cpu_threads is not None and current_platform.is_cpu():
+            # Read when the engine-core process vLLM spawns imports torch; Ray set this
+            # replica's own to its num_cpus, and vLLM keeps an OMP_NUM_THREADS it finds.
+            os.environ["OMP_NUM_THREADS"] = str(config.cpu_threads)
         if config.cpu_worker_in_engine_process and current_platform.is_cpu():
             # vLLM's CPU platform otherwise runs the model in a worker process of its own,
             # fed each step through shared memory: on 2 cores that hand-off cost a third of
@@ -138,7 +137,7 @@ class VLLMGenerateEngine(_VLLMEngine):
         super().__init__(config, model_dir)
         self.max_label_tokens = config.max_label_tokens
         labels = self.metadata.labels
-        instruction = (self.metadata.instruction or DEFAULT_INSTRUCTION).format(labels=", ".join(labels))
+        instruction = instruction_text(self.metadata.instruction, labels)
         tenants = _tenant_instructions(config.tenant_instructions_file)
         # Token ids of a head are identical for every ticket of its tenant, so vLLM's prefix cache hits.
         self.heads = {None: self._head_ids(instruction)} | {
@@ -161,7 +160,7 @@ class VLLMGenerateEngine(_VLLMEngine):
                 add_generation_prompt=True,
             )
         else:
-            template = f"{instruction}\n\nTicket: {TICKET_SLOT}\nIntent: "
+            template = plain_template(instruction)
         head, tail = template.split(TICKET_SLOT)
         return head, tail
 

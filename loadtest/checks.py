@@ -113,3 +113,21 @@ def judge_vllm(status: int, body: str, n: int = 1) -> list[Verdict]:
         else Verdict(False, False, "invalid", f"label {label!r}")
         for label in labels
     ]
+
+
+def judge_vllm_completion(status: int, body: str, labels: set[str], n: int = 1) -> list[Verdict]:
+    """vLLM's POST /v1/completions for `n` prompts constrained to the labels:
+    {"choices": [{"index": i, "text": label}, ...]}, one verdict per prompt."""
+    if status != 200:
+        return [Verdict(False, status in (429, 503), "refused" if status in (429, 503) else "invalid", str(status))] * n
+    try:
+        choices = sorted(json.loads(body)["choices"], key=lambda c: c["index"])
+        texts = [c["text"].strip() for c in choices]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return [Verdict(False, False, "invalid", "200 without choices[].text")] * n
+    if len(texts) != n:
+        return [Verdict(False, False, "invalid", f"200 with {len(texts)} choices for {n} prompts")] * n
+    return [
+        Verdict(True, True, "model") if text in labels else Verdict(False, False, "invalid", f"label {text!r}")
+        for text in texts
+    ]

@@ -1,4 +1,5 @@
-"""Locust suite for the ticket service (and, with `--api vllm`, for vLLM's own server).
+"""Locust suite for the ticket service (and, with `--api vllm` or `vllm-generate`, for
+vLLM's own server).
 
     locust -f loadtest/locustfile.py --headless --host http://127.0.0.1:8000 \
         --user-scale 0.05 --stage-seconds 30 --csv out/run --html out/run.html
@@ -25,9 +26,11 @@ import urllib.request
 from locust import FastHttpUser, LoadTestShape, between, events, task
 
 from loadkit.mix import TicketMix, spam_texts
-from loadtest.checks import Verdict, judge_ticketserve, judge_ticketserve_batch, judge_vllm
+from loadtest.checks import Verdict, judge_ticketserve, judge_ticketserve_batch, judge_vllm, judge_vllm_completion
 from loadtest.options import add_shared, scaled_stage_users
 from loadtest.report import TICKET_KINDS, Record, stages, verdict, write_records
+from models.artifacts import ModelMetadata
+from models.prompt import instruction_text, plain_prompt
 
 logger = logging.getLogger("loadtest")
 
@@ -36,11 +39,15 @@ logger = logging.getLogger("loadtest")
 def _options(parser):
     parser.add_argument(
         "--api",
-        choices=["ticketserve", "vllm"],
+        choices=["ticketserve", "vllm", "vllm-generate"],
         default="ticketserve",
-        help="ticketserve: POST /v1/classify; vllm: vLLM's POST /classify",
+        help="ticketserve: POST /v1/classify; vllm: vLLM's POST /classify; vllm-generate: vLLM's POST "
+        "/v1/completions with the model replica's generate-mode prompt and its label choice",
     )
-    parser.add_argument("--vllm-model", default="", help="--api vllm: the served model name (its --model)")
+    parser.add_argument("--vllm-model", default="", help="--api vllm*: the served model name (its --model)")
+    parser.add_argument(
+        "--model-dir", default="", help="--api vllm-generate: the model's directory (its labels and instruction)"
+    )
     add_shared(parser)
     parser.add_argument(
         "--think-time-s", type=float, default=0.0, help="pause between a user's tickets (0: closed loop)"
@@ -57,6 +64,7 @@ class RunState:
     def __init__(self, shared_data: bool, seed: int):
         self.mix = TicketMix.load(shared=shared_data)
         self.labels: set[str] = set()
+        self.instruction = ""  # --api vllm-generate
         self.started = time.monotonic()
         self.records: list[Record] = []
         self.tickets = 0  # records of TICKET_KINDS: what --max-requests bounds
@@ -89,9 +97,32 @@ def _init(environment, **_):
 def _fetch_labels(environment, **_):
     state = environment.run_state
     state.started = time.monotonic()
-    if environment.parsed_options.api == "ticketserve":
+    opts = environment.parsed_options
+    if opts.api == "ticketserve":
         with urllib.request.urlopen(f"{environment.host}/v1/labels", timeout=30) as r:
             state.labels = {item["name"] for item in json.load(r)["labels"]}
+    elif opts.api == "vllm-generate":
+        meta = ModelMetadata.load(opts.model_dir)
+        state.labels = set(meta.labels)
+        state.instruction = instruction_text(meta.instruction, meta.labels)
+
+
+# What the model replica asks of its engine in generate mode (deployments/vllm_engines.py).
+MAX_LABEL_TOKENS = 16
+
+
+def _vllm_request(state: RunState, opts, texts: list[str]) -> tuple[str, dict]:
+    batched = len(texts) > 1
+    if opts.api == "vllm":
+        return "/classify", {"model": opts.vllm_model, "input": texts if batched else texts[0]}
+    prompts = [plain_prompt(state.instruction, t) for t in texts]
+    return "/v1/completions", {
+        "model": opts.vllm_model,
+        "prompt": prompts if batched else prompts[0],
+        "max_tokens": MAX_LABEL_TOKENS,
+        "temperature": 0.0,
+        "structured_outputs": {"choice": sorted(state.labels)},
+    }
 
 
 @events.quitting.add_listener
@@ -157,8 +188,8 @@ class TicketUser(FastHttpUser):
             {"text": t, "user_id": self.user_id, "ticket_id": f"{self.user_id}-{next(self.tickets)}"} for t in texts
         ]
         batched = opts.batch_size > 1
-        if opts.api == "vllm":
-            path, body = "/classify", {"model": opts.vllm_model, "input": texts if batched else texts[0]}
+        if opts.api != "ticketserve":
+            path, body = _vllm_request(state, opts, texts)
         elif batched:
             path, body = "/v1/classify/batch", {"tickets": bodies}
         else:
@@ -168,6 +199,8 @@ class TicketUser(FastHttpUser):
             headers = dict(r.headers or {})
             if opts.api == "vllm":
                 verdicts = judge_vllm(r.status_code, r.text, len(texts))
+            elif opts.api == "vllm-generate":
+                verdicts = judge_vllm_completion(r.status_code, r.text, state.labels, len(texts))
             elif batched:
                 verdicts = judge_ticketserve_batch(r.status_code, headers, r.text, state.labels, len(texts))
             else:
@@ -231,6 +264,6 @@ class GradientShape(LoadTestShape):
         stage = int(self.get_run_time() // opts.stage_seconds)
         if stage >= len(users) or self.runner.environment.run_state.tickets >= opts.max_requests:
             return None
-        if opts.api == "vllm":
+        if opts.api != "ticketserve":
             return users[stage], users[stage], [TicketUser]
         return users[stage] + 1, users[stage] + 1, [TicketUser, SpamUser]

@@ -75,6 +75,10 @@ def summarize(records: list[Record], seconds: float) -> dict:
         "error_rate": round(1 - len(answered) / len(tickets), 5) if tickets else 0.0,
         "invalid": sum(not r.valid for r in records),
         "interception": round(edge / len(answered), 4) if answered else 0.0,
+        # The pre-classifier's fallback while the model path is refused or failing: answered,
+        # but not by the model, so peer comparisons count them apart.
+        "degraded_share": round(routes["degraded"] / len(answered), 4) if answered else 0.0,
+        "full_answers_per_s": round((len(answered) - routes["degraded"]) / seconds, 2) if seconds > 0 else 0.0,
         "routes": dict(routes.most_common()),
         "refusals": dict(Counter(r.detail for r in tickets if not r.answered).most_common()),
     }
@@ -112,9 +116,16 @@ def sustained(stage_rows: list[dict], slo_ms: float) -> dict:
     """The best stage whose P99 keeps the SLO: its throughput and model-path P99."""
     ok = [s for s in stage_rows if s["p99_ms"] is not None and s["p99_ms"] <= slo_ms and s["tickets"]]
     if not ok:
-        return {"answered_per_s": 0.0, "users": None, "p99_ms": None, "model_path_p99_ms": None}
-    best = max(ok, key=lambda s: s["answered_per_s"])
-    return {k: best[k] for k in ("answered_per_s", "users", "p99_ms", "model_path_p99_ms")}
+        return {
+            "answered_per_s": 0.0,
+            "full_answers_per_s": 0.0,
+            "users": None,
+            "p99_ms": None,
+            "model_path_p99_ms": None,
+        }
+    best = max(ok, key=lambda s: s.get("full_answers_per_s", s["answered_per_s"]))
+    keys = ("answered_per_s", "full_answers_per_s", "users", "p99_ms", "model_path_p99_ms")
+    return {k: best.get(k) for k in keys}
 
 
 def verdict(stage_rows: list[dict], invalid: int, judged_users: int, max_p99_ms: float, max_error_rate: float) -> dict:

@@ -3,6 +3,7 @@ suite headless against it with the same shape, and writes the report.
 
     python -m loadtest.run                       # all targets (about 10 minutes)
     python -m loadtest.run --targets graph       # the full graph only
+    python -m loadtest.run --regime llm          # generate mode on a Qwen2-0.5B-shaped decoder
 
 Targets, one after the other on the same cores, same model directory, same offered load:
   graph     (c) serve_config.yaml as shipped (edge tier, caches, control policies)
@@ -10,6 +11,12 @@ Targets, one after the other on the same cores, same model directory, same offer
             every ticket goes to the model (the seeds' "before")
   vllm      (a) vLLM's OpenAI-compatible server, POST /classify (what a user runs instead)
   offline   the engine's offline batch rate (bench.offline_rate), no server at all
+
+--regime llm: the model is a random-weight decoder of a small instruct LLM's shape
+(models/tiny_decoder.py, built on first use) choosing a label by constrained decoding;
+the graph runs it in generate mode, and vLLM's server gets the same prompt and the same
+structured-output choice on POST /v1/completions. Its labels mean nothing (random
+weights): the regime measures cost where a model call costs far more than a Serve hop.
 
 Ray is started (dashboard, Prometheus export on --metrics-port) unless one runs already;
 the graph targets are deployed with `serve deploy` and shut down afterwards, so a graph
@@ -23,6 +30,7 @@ graph fails the criteria.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,17 +59,37 @@ from loadtest.report import (
     sustained,
     verdict,
 )
+from models.tiny_decoder import SHAPES as DECODER_SHAPES
 
 ROOT = Path(__file__).resolve().parent.parent
+LLM_MODELS = ROOT / "artifacts" / "models"
 SERVE_URL = "http://127.0.0.1:8000"
 VLLM_PORT = 18600
+MODEL_NAME = "ticket-classifier"  # vLLM's server's --served-model-name
 GRAPH_TARGETS = {"graph": {}, "edge_off": {"edge": EDGE_OFF}}
 LABELS = {"graph": "(c) full graph", "edge_off": "(b) graph, edge off", "vllm": "(a) vLLM server"}
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--targets", default="vllm,offline,edge_off,graph", help="comma-separated, run in this order")
+    p.add_argument(
+        "--targets",
+        default=None,
+        help="comma-separated, run in this order (default vllm,offline,edge_off,graph; "
+        "--regime llm: vllm,edge_off,graph)",
+    )
+    p.add_argument(
+        "--regime",
+        choices=("classify", "llm"),
+        default="classify",
+        help="classify: the Serve config's model as it is; llm: generate mode on a random-weight decoder of --llm-shape",
+    )
+    p.add_argument(
+        "--llm-shape",
+        choices=DECODER_SHAPES,
+        default="qwen2-0.5b",
+        help="--regime llm: the decoder's shape (tiny: seconds per run, for tests)",
+    )
     p.add_argument("--config", type=Path, default=ROOT / "serve_config.yaml", help="the graph's Serve config")
     add_shared(p)
     p.add_argument(
@@ -85,16 +114,24 @@ def main() -> int:
         "or the Python proxy (deployments/ray_env.py)",
     )
     p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
+    return p
+
+
+def main() -> int:
+    p = parser()
     args = p.parse_args()
 
-    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    unknown = set(targets) - {*GRAPH_TARGETS, "vllm", "offline"}
-    if unknown:
-        p.error(f"unknown targets {sorted(unknown)}; allowed: graph, edge_off, vllm, offline")
+    llm = args.regime == "llm"
+    default_targets = "vllm,edge_off,graph" if llm else "vllm,offline,edge_off,graph"
+    targets = [t.strip() for t in (args.targets or default_targets).split(",") if t.strip()]
+    allowed = {*GRAPH_TARGETS, "vllm"} | (set() if llm else {"offline"})
+    if unknown := set(targets) - allowed:
+        p.error(f"unknown targets {sorted(unknown)} for --regime {args.regime}; allowed: {', '.join(sorted(allowed))}")
     out = args.out or ROOT / "bench" / "results" / "loadtest" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
     env = cluster_env(ROOT, haproxy=args.proxy == "haproxy")
-    model_dir = _model_dir(args.config)
+    model_dir = _llm_model_dir(args.llm_shape) if llm else _model_dir(args.config)
+    model_args = _llm_graph_args(model_dir, args.max_p99_ms) if llm else {}
     started_ray, exit_codes, offline = None, {}, None
     try:
         for target in targets:
@@ -102,7 +139,9 @@ def main() -> int:
             if target in GRAPH_TARGETS:
                 if started_ray is None:  # not before: the peers run without Ray beside them
                     started_ray = _ensure_ray(env, args.metrics_port)
-                config = _graph_config(args.config, GRAPH_TARGETS[target], out / f"serve_config.{target}.yaml")
+                config = _graph_config(
+                    args.config, [model_args, GRAPH_TARGETS[target]], out / f"serve_config.{target}.yaml"
+                )
                 deployed = time.time()
                 _run(["serve", "deploy", str(config)], env)
                 try:
@@ -111,7 +150,7 @@ def main() -> int:
                     _wait_healthy(f"{SERVE_URL}/healthz", 600)
                     sampler = MetricsSampler(args.metrics_port)
                     sampler.start()
-                    exit_codes[target] = _locust(args, target, SERVE_URL, "ticketserve", "", out, env)
+                    exit_codes[target] = _locust(args, target, SERVE_URL, ["--api", "ticketserve"], out, env)
                     (out / f"{target}_metrics.json").write_text(json.dumps(sampler.stop(), indent=2))
                 finally:
                     _run(["serve", "shutdown", "-y"], env)
@@ -119,7 +158,7 @@ def main() -> int:
                     # drain; a deploy meanwhile was lost with them.
                     _wait_shut_down(env, 120)
             elif target == "vllm":
-                exit_codes[target] = _with_vllm_server(args, model_dir, out, _peer_env(env))
+                exit_codes[target] = _with_vllm_server(args, model_dir, out, _peer_env(env), llm)
             else:
                 offline_json = out / "offline_rate.json"
                 offline_json.unlink(missing_ok=True)
@@ -178,7 +217,7 @@ def report(args, targets: list[str], out: Path, offline: dict | None, exit_codes
     t = summary["targets"]
     if "graph" in t:
         summary["verdict"] = t["graph"]["verdict"]
-    summary["comparison"] = _comparison(t, offline, args.batch_size)
+    summary["comparison"] = _comparison(t, offline, args.batch_size, args.regime == "llm")
     if offline:
         summary["offline"] = offline
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -196,26 +235,31 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
 
-def _comparison(t: dict, offline: dict | None, batch_size: int = 1) -> dict:
+def _comparison(t: dict, offline: dict | None, batch_size: int = 1, llm: bool = False) -> dict:
     """The issue's goals: (c) >= 3x (b) and <= 0.4x its model-path P99; (c) >= 1.5x (a) at
     a P99 no worse; the served model path (b) >= 0.8 of the offline batch rate; batch
-    clients: (c)'s tickets/s >= 0.9 of the offline rate."""
+    clients: (c)'s tickets/s >= 0.9 of the offline rate. LLM-sized regime (`llm`): (c) >=
+    1.5x both (a) and (b) at a P99 no worse than (a)'s."""
 
     def rate(name):
-        return t.get(name, {}).get("sustained_at_slo", {}).get("answered_per_s")
+        # Degraded answers (the pre-classifier standing in for a refused model path) are not
+        # what the peers deliver: the graph is credited with the rest.
+        best = t.get(name, {}).get("sustained_at_slo", {})
+        return best.get("full_answers_per_s", best.get("answered_per_s"))
 
     def get(name, key):
         return t.get(name, {}).get("sustained_at_slo", {}).get(key)
 
     goals = {
-        "c_over_b_throughput": {"value": _ratio(rate("graph"), rate("edge_off")), "goal": ">= 3"},
-        "c_over_b_model_path_p99": {
-            "value": _ratio(get("graph", "model_path_p99_ms"), get("edge_off", "model_path_p99_ms")),
-            "goal": "<= 0.4",
-        },
+        "c_over_b_throughput": {"value": _ratio(rate("graph"), rate("edge_off")), "goal": ">= 1.5" if llm else ">= 3"},
         "c_over_a_throughput": {"value": _ratio(rate("graph"), rate("vllm")), "goal": ">= 1.5"},
         "c_p99_over_a_p99": {"value": _ratio(get("graph", "p99_ms"), get("vllm", "p99_ms")), "goal": "<= 1"},
     }
+    if not llm:
+        goals["c_over_b_model_path_p99"] = {
+            "value": _ratio(get("graph", "model_path_p99_ms"), get("edge_off", "model_path_p99_ms")),
+            "goal": "<= 0.4",
+        }
     if offline and "edge_off" in t:
         peak = t["edge_off"]["peak_answered_per_s"]
         goals["served_model_path_over_offline"] = {"value": _ratio(peak, offline["tickets_per_s"]), "goal": ">= 0.8"}
@@ -241,17 +285,18 @@ def _markdown(summary: dict, users: list[int], judged: int) -> str:
         lines += [
             f"## {s['label']}: {'PASS' if v['passed'] else 'FAIL'}",
             "",
-            "| users | tickets/s | P50 ms | P99 ms | P99.9 ms | model-path P99 ms | error rate | interception |",
-            "|---|---|---|---|---|---|---|---|",
+            "| users | tickets/s | P50 ms | P99 ms | P99.9 ms | model-path P99 ms | error rate | interception | degraded |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in s["stages"]:
             lines.append(
                 f"| {r['users']} | {r['answered_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | "
-                f"{r['model_path_p99_ms']} | {r['error_rate']} | {r['interception']} |"
+                f"{r['model_path_p99_ms']} | {r['error_rate']} | {r['interception']} | {r.get('degraded_share')} |"
             )
         best = s["sustained_at_slo"]
         sustained_line = (
-            f"Sustained at P99 <= SLO: {best['answered_per_s']} tickets/s ({best['users']} users, "
+            f"Sustained at P99 <= SLO: {best['answered_per_s']} tickets/s, {best.get('full_answers_per_s')} "
+            f"not degraded ({best['users']} users, "
             f"P99 {best['p99_ms']} ms); cost per million tickets: ${s['cost_per_million_usd']}"
         )
         lines += ["", sustained_line, ""]
@@ -324,12 +369,42 @@ def _model_dir(config: Path) -> str:
     return str(model_dir if model_dir.is_absolute() else ROOT / model_dir)
 
 
-def _graph_config(base: Path, edge_override: dict, path: Path) -> Path:
+def _llm_graph_args(model_dir: str, slo_ms: float) -> dict:
+    """serve_config.yaml's graph in generate mode on the decoder, its latency triggers moved
+    from the CPU classifier's 2 s SLO to the regime's (--max-p99-ms): at the shipped 2 s a
+    call of a loaded 0.5B decoder (1.6-6 s here) counts as slow, and the breaker opened.
+    The decoder computes on every core, as vLLM's server does (the classifier on one)."""
+    return {
+        "model": {
+            "engine": {"mode": "generate", "model_dir": model_dir, "cpu_threads": os.cpu_count()},
+            "batching": {"shrink_above_p95_ms": slo_ms / 2},
+        },
+        "ingress": {"admission": {"target_p99_ms": slo_ms}},
+        "breaker": {"slow_call_ms": slo_ms},
+    }
+
+
+def _llm_model_dir(shape: str) -> str:
+    """The regime's decoder, built on first use (qwen2-0.5b: about a minute, 1.4 GB)."""
+    from models.artifacts import METADATA_FILE
+    from models.tiny_decoder import build_tiny_decoder
+
+    out = LLM_MODELS / f"llm-{shape}"
+    if not (out / METADATA_FILE).exists():
+        print(f"building a random-weight {shape} decoder in {out}", flush=True)
+        build_tiny_decoder(out, shape=shape, edge_classifier=True)
+    return str(out)
+
+
+def _graph_config(base: Path, overrides: list[dict], path: Path) -> Path:
     from loadkit.graph_args import merged
 
     config = yaml.safe_load(base.read_text())
     app = config["applications"][0]
-    app["args"] = merged(app.get("args", {}), edge_override)
+    args = app.get("args", {})
+    for override in overrides:
+        args = merged(args, override)
+    app["args"] = args
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
@@ -381,7 +456,21 @@ def _peer_env(env: dict) -> dict:
     return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", **env}
 
 
-def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
+def _with_vllm_server(args, model_dir: str, out: Path, env: dict, generate: bool) -> int:
+    with vllm_server(model_dir, out, env, generate) as url:
+        return _locust(args, "vllm", url, peer_api(model_dir, generate), out, env)
+
+
+def peer_api(model_dir: str, generate: bool) -> list[str]:
+    """The Locust file's options for vLLM's server on `model_dir`."""
+    api = ["--api", "vllm-generate", "--model-dir", model_dir] if generate else ["--api", "vllm"]
+    return [*api, "--vllm-model", MODEL_NAME]
+
+
+@contextlib.contextmanager
+def vllm_server(model_dir: str, out: Path, env: dict, generate: bool, wait: bool = True) -> Iterator[str]:
+    """vLLM's OpenAI-compatible server on `model_dir`, its base URL; `wait`: once healthy
+    (else at once: the caller waits with `_wait_healthy(url + "/health", ...)`)."""
     cmd = [
         sys.executable,
         "-m",
@@ -389,9 +478,9 @@ def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
         "--model",
         model_dir,
         "--runner",
-        "pooling",
+        "generate" if generate else "pooling",
         "--served-model-name",
-        "ticket-classifier",
+        MODEL_NAME,
         "--host",
         "127.0.0.1",
         "--port",
@@ -405,11 +494,13 @@ def _with_vllm_server(args, model_dir: str, out: Path, env: dict) -> int:
         "--disable-uvicorn-access-log",
     ]
     print("$ " + " ".join(cmd), flush=True)
+    url = f"http://127.0.0.1:{VLLM_PORT}"
     with open(out / "vllm_server.log", "w") as log:
         server = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            _wait_healthy(f"http://127.0.0.1:{VLLM_PORT}/health", 600)
-            return _locust(args, "vllm", f"http://127.0.0.1:{VLLM_PORT}", "vllm", "ticket-classifier", out, env)
+            if wait:
+                _wait_healthy(f"{url}/health", 600)
+            yield url
         finally:
             os.killpg(server.pid, signal.SIGINT)
             try:
@@ -483,7 +574,7 @@ class MetricsSampler(threading.Thread):
         return summary
 
 
-def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: dict) -> int:
+def _locust(args, target: str, host: str, api_args: list[str], out: Path, env: dict) -> int:
     """Locust in its own process: its gevent patching must not meet Ray's or vLLM's imports."""
     total_s = len(scaled_stage_users(args)) * args.stage_seconds
     cmd = [
@@ -495,10 +586,7 @@ def _locust(args, target: str, host: str, api: str, model: str, out: Path, env: 
         "--headless",
         "--host",
         host,
-        "--api",
-        api,
-        "--vllm-model",
-        model,
+        *api_args,
         *forward(args),
         "--run-time",
         f"{int(total_s + 30)}s",

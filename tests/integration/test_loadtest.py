@@ -5,11 +5,15 @@ import os
 import subprocess
 import sys
 
+import psutil
 import pytest
+import yaml
 
+from loadtest import run
 from loadtest.report import read_records
 from models.build import ROOT
-from tests.harness import HTTP_PORT
+from models.tiny_decoder import build_tiny_decoder
+from tests.harness import GENERATE_KV_FRACTION, HTTP_PORT, LENIENT_ANTISPAM, running
 
 
 # 8: batch clients, POST /v1/classify/batch, every ticket of a batch recorded on its own.
@@ -57,3 +61,52 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, bat
     spam = [r for r in records if r.kind == "spam"]
     assert spam and not any(r.answered for r in spam)
     assert (tmp_path / "run.html").stat().st_size > 10_000 and (tmp_path / "run_stats.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def llm_regime_dir(tmp_path_factory) -> str:
+    """The LLM-sized regime's decoder at its tiny shape, with its edge pre-classifier."""
+    out = tmp_path_factory.mktemp("models") / "llm-tiny"
+    build_tiny_decoder(out, edge_classifier=True)
+    return str(out)
+
+
+def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them(ray_serve, llm_regime_dir, tmp_path):
+    """`loadtest.run --regime llm` at a tiny size, with its own pieces: vLLM's server on the
+    same decoder with the same prompt and label choice (a), the graph in generate mode from
+    serve_config.yaml (c), the report's LLM goals."""
+    args = run.parser().parse_args(
+        ["--regime", "llm", "--stage-users", "100,300", "--user-scale", "0.02", "--stage-seconds", "6"]
+        + ["--max-p99-ms", "30000", "--max-error-rate", "0.05", "--max-requests", "3000", "--out", str(tmp_path)]
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    regime = run._llm_graph_args(llm_regime_dir, args.max_p99_ms)
+    regime["model"]["engine"]["gpu_memory_utilization"] = GENERATE_KV_FRACTION  # engines share this machine
+    config = yaml.safe_load(run._graph_config(args.config, [regime, {}], tmp_path / "graph.yaml").read_text())
+    graph_args = {**config["applications"][0]["args"], "antispam": LENIENT_ANTISPAM}
+    codes = {}
+    # The peer starts while the graph deploys (two engine starts at once: ~40 s of CI saved).
+    with run.vllm_server(llm_regime_dir, tmp_path, run._peer_env(env), generate=True, wait=False) as peer:
+        with running(ray_serve, "llm", graph_args):
+            url = f"http://127.0.0.1:{HTTP_PORT}/llm"
+            codes["graph"] = run._locust(args, "graph", url, ["--api", "ticketserve"], tmp_path, env)
+            # The decoder computes on every core (engine.cpu_threads), not on Ray's one per replica.
+            (replica,) = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if "ServeReplica:llm:ModelReplica" in " ".join(p.info["cmdline"] or [])
+            ]
+            engines = [c for c in replica.children(recursive=True) if "EngineCore" in " ".join(c.cmdline())]
+            assert [e.environ().get("OMP_NUM_THREADS") for e in engines] == [str(os.cpu_count())]
+        run._wait_healthy(f"{peer}/health", 300)
+        codes["vllm"] = run._locust(args, "vllm", peer, run.peer_api(llm_regime_dir, True), tmp_path, env)
+    summary = run.report(args, ["vllm", "graph"], tmp_path, None, codes)
+    assert codes == {"vllm": 0, "graph": 0}
+    peer, graph = (read_records(tmp_path / f"{t}_tickets.csv") for t in ("vllm", "graph"))
+    assert all(r.valid for r in peer + graph)
+    assert sum(r.answered for r in peer) > 10 and {r.route for r in peer} == {"model"}
+    # The edge tier answers in front of the decoder, the decoder the rest.
+    routes = {r.route for r in graph if r.answered}
+    assert "model" in routes and routes & {"template", "edge_model", "cache"}
+    goals = summary["comparison"]
+    assert goals["c_over_a_throughput"]["goal"] == ">= 1.5" and goals["c_over_a_throughput"]["value"] is not None

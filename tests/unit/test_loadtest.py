@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from loadkit.mix import MIX, TicketMix
-from loadtest.checks import judge_ticketserve, judge_ticketserve_batch, judge_vllm
+from loadtest.checks import judge_ticketserve, judge_ticketserve_batch, judge_vllm, judge_vllm_completion
 from loadtest.report import (
     Record,
     abuse,
@@ -23,6 +23,7 @@ from loadtest.report import (
     verdict,
     write_records,
 )
+from loadtest.run import _comparison
 
 LABELS = {"password_reset", "order_status"}
 ANSWER = {"label": "password_reset", "confidence": 0.9, "route": "template", "model_version": "v1", "request_id": "r"}
@@ -86,6 +87,29 @@ def test_vllm_list_answers_need_one_label_per_input():
     assert not any(v.valid for v in judge_vllm(200, body, 3))
 
 
+def test_vllm_completions_are_answers_only_when_the_text_is_a_label():
+    labels = {"order_status", "password_reset"}
+    body = json.dumps({"choices": [{"index": 1, "text": " password_reset"}, {"index": 0, "text": "order_status"}]})
+    assert all(v.answered for v in judge_vllm_completion(200, body, labels, 2))
+    assert not judge_vllm_completion(200, body, labels, 1)[0].valid
+    wrong = json.dumps({"choices": [{"index": 0, "text": "the weather is nice"}]})
+    assert not judge_vllm_completion(200, wrong, labels)[0].valid
+    assert not judge_vllm_completion(200, "<html>", labels)[0].valid
+    assert judge_vllm_completion(503, "busy", labels)[0].valid and not judge_vllm_completion(500, "", labels)[0].valid
+
+
+def test_llm_regime_judges_the_graph_against_both_peers_at_one_and_a_half():
+    def target(rate, p99):
+        return {"sustained_at_slo": {"answered_per_s": rate, "p99_ms": p99, "model_path_p99_ms": p99}}
+
+    t = {"vllm": target(4.0, 9000), "edge_off": target(4.0, 9500), "graph": target(6.4, 8000)}
+    goals = _comparison(t, None, 1, llm=True)
+    assert goals["c_over_a_throughput"] == {"value": 1.6, "goal": ">= 1.5", "met": True}
+    assert goals["c_over_b_throughput"]["goal"] == ">= 1.5" and goals["c_over_b_throughput"]["met"]
+    assert goals["c_p99_over_a_p99"]["met"] and "c_over_b_model_path_p99" not in goals
+    assert _comparison(t, None, 1)["c_over_b_throughput"]["met"] is False  # the CPU regime wants 3x
+
+
 def test_mix_follows_the_tier_shares_and_makes_texts_unique():
     rows = [(f"simple {i}", "s", "en") for i in range(50)] + [(f"regular {i}", "r", "en") for i in range(50)]
     rows += [(f"complex {i}", "c", "en") for i in range(50)]
@@ -140,6 +164,15 @@ def test_sustained_throughput_takes_the_best_stage_within_the_slo():
     assert sustained(rows, 2000)["users"] == 1
     assert sustained(rows, 5000)["answered_per_s"] == max(r["answered_per_s"] for r in rows)
     assert sustained(rows, 10)["answered_per_s"] == 0.0
+
+
+def test_degraded_answers_count_as_answers_but_not_as_full_ones():
+    records = [
+        Record(3.0 + i * 0.01, "regular", 200, "degraded" if i % 4 else "model", 50, True, True) for i in range(80)
+    ]
+    (row,) = stages(records, [5], 4)
+    assert row["degraded_share"] == 0.75 and row["full_answers_per_s"] == pytest.approx(row["answered_per_s"] / 4, 0.05)
+    assert sustained([row], 2000)["full_answers_per_s"] == row["full_answers_per_s"]
 
 
 def test_verdict_judges_stages_up_to_the_seeds_concurrency():

@@ -213,7 +213,7 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
         }
     finally:
         try:
-            serve.shutdown()
+            # No serve.shutdown(): it drains every replica, and the cluster is killed next.
             ray.shutdown()
         except Exception:
             pass
