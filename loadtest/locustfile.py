@@ -25,6 +25,7 @@ import urllib.request
 
 from locust import FastHttpUser, LoadTestShape, between, events, task
 
+from deployments.engines import EngineConfig
 from loadkit.mix import TicketMix, spam_texts
 from loadtest.checks import Verdict, judge_ticketserve, judge_ticketserve_batch, judge_vllm, judge_vllm_completion
 from loadtest.options import add_shared, scaled_stage_users
@@ -64,7 +65,8 @@ class RunState:
     def __init__(self, shared_data: bool, seed: int):
         self.mix = TicketMix.load(shared=shared_data)
         self.labels: set[str] = set()
-        self.instruction = ""  # --api vllm-generate
+        self.instruction = ""  # --api vllm-generate: the prompt's instruction and its label choice
+        self.choices: list[str] = []
         self.started = time.monotonic()
         self.records: list[Record] = []
         self.tickets = 0  # records of TICKET_KINDS: what --max-requests bounds
@@ -103,12 +105,12 @@ def _fetch_labels(environment, **_):
             state.labels = {item["name"] for item in json.load(r)["labels"]}
     elif opts.api == "vllm-generate":
         meta = ModelMetadata.load(opts.model_dir)
-        state.labels = set(meta.labels)
+        state.labels, state.choices = set(meta.labels), meta.labels
         state.instruction = instruction_text(meta.instruction, meta.labels)
 
 
-# What the model replica asks of its engine in generate mode (deployments/vllm_engines.py).
-MAX_LABEL_TOKENS = 16
+# The label's decode budget the model replica gives its engine in generate mode.
+MAX_LABEL_TOKENS = EngineConfig.model_fields["max_label_tokens"].default
 
 
 def _vllm_request(state: RunState, opts, texts: list[str]) -> tuple[str, dict]:
@@ -121,7 +123,7 @@ def _vllm_request(state: RunState, opts, texts: list[str]) -> tuple[str, dict]:
         "prompt": prompts if batched else prompts[0],
         "max_tokens": MAX_LABEL_TOKENS,
         "temperature": 0.0,
-        "structured_outputs": {"choice": sorted(state.labels)},
+        "structured_outputs": {"choice": state.choices},
     }
 
 
