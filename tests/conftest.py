@@ -37,6 +37,15 @@ def tiny_decoder_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def llm_regime_dir(tmp_path_factory) -> str:
+    """The LLM-sized regime's decoder at its tiny shape, with its edge pre-classifier (the
+    build trains one, ~25 s: the unit and the integration test share it)."""
+    out = tmp_path_factory.mktemp("models") / "llm-tiny"
+    build_tiny_decoder(out, edge_classifier=True)
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def ray_serve():
     import ray
     from ray import serve

@@ -30,6 +30,11 @@ LENIENT_ANTISPAM = {
 }
 
 
+# Test graphs run the shipped topology (serve_config.yaml: fused), three replica processes
+# fewer per deploy than chain; a test of a stage's own deployment asks for chain.
+SHIPPED_TOPOLOGY = {"topology": "fused"}
+
+
 def long_ticket(chars: int) -> str:
     """Real, non-repetitive text of about `chars` characters: bundled tickets one after
     another (a ticket made by repeating one sentence is refused as repeated_words)."""
@@ -40,6 +45,7 @@ def long_ticket(chars: int) -> str:
 def classify_args(model_dir: str, **sections) -> dict:
     """The CPU default graph on a real vLLM engine."""
     return {
+        **SHIPPED_TOPOLOGY,
         "antispam": LENIENT_ANTISPAM,
         "model": {"engine": {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
         **sections,
@@ -50,6 +56,7 @@ def fake_args(model_dir: str, **sections) -> dict:
     """The same graph on the fake engine (deployments/fake_engine.py): the model's labels,
     thresholds and tokenizer, answers from its pre-classifier, no vLLM."""
     return {
+        **SHIPPED_TOPOLOGY,
         "antispam": LENIENT_ANTISPAM,
         "model": {"engine": {"mode": "fake", "model_dir": model_dir}},
         **sections,
@@ -72,6 +79,7 @@ def reliability_engine(model_dir: str) -> dict:
 
 def generate_args(model_dir: str, **sections) -> dict:
     return {
+        **SHIPPED_TOPOLOGY,
         "antispam": LENIENT_ANTISPAM,
         "model": {
             "engine": {"mode": "generate", "model_dir": model_dir, "gpu_memory_utilization": GENERATE_KV_FRACTION}

@@ -11,9 +11,10 @@ from tests.harness import deploy, fake_args, wait_healthy
 
 @pytest.fixture(scope="package")
 def app(ray_serve, default_model_dir) -> httpx.Client:
-    """The CPU default graph on the fake engine, gone before the real-vLLM tier starts:
+    """The CPU default graph on the fake engine, chain topology (tests read the edge router's
+    and anti-spam filter's own deployments), gone before the real-vLLM tier starts:
     its replicas' control loops would take CPU from that tier's timing-sensitive tests."""
-    client = deploy(ray_serve, "fake-main", fake_args(default_model_dir))
+    client = deploy(ray_serve, "fake-main", fake_args(default_model_dir, topology="chain"))
     wait_healthy(client)
     yield client
     client.close()

@@ -114,6 +114,7 @@ def strict(ray_serve, default_model_dir):
 
     args = fake_args(
         default_model_dir,
+        topology="chain",
         antispam={
             "rate_limit": {
                 "tiers": {

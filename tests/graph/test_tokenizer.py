@@ -11,7 +11,11 @@ from tests.harness import deploy, fake_args, long_ticket
 
 
 def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
-    client = deploy(ray_serve, "fallback", fake_args(default_model_dir, tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF))
+    client = deploy(
+        ray_serve,
+        "fallback",
+        fake_args(default_model_dir, topology="chain", tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF),
+    )
     try:
         r = client.post("/v1/classify", json={"text": "I forgot my password, how do I reset it?"})
         assert r.status_code == 200 and r.json()["label"] == "password_reset"
@@ -25,7 +29,7 @@ def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
 
 
 def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, tiny_decoder_dir):
-    args = fake_args(default_model_dir, tokenizer={"tokenizer_dir": tiny_decoder_dir})
+    args = fake_args(default_model_dir, topology="chain", tokenizer={"tokenizer_dir": tiny_decoder_dir})
     try:
         with pytest.raises(RuntimeError, match="Tokenizer"):
             ray_serve.run(build_app(args), name="mismatch", route_prefix="/mismatch")

@@ -12,7 +12,6 @@ import yaml
 from loadtest import run
 from loadtest.report import read_records
 from models.build import ROOT
-from models.tiny_decoder import build_tiny_decoder
 from tests.harness import GENERATE_KV_FRACTION, HTTP_PORT, LENIENT_ANTISPAM, running
 
 
@@ -61,14 +60,6 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, bat
     spam = [r for r in records if r.kind == "spam"]
     assert spam and not any(r.answered for r in spam)
     assert (tmp_path / "run.html").stat().st_size > 10_000 and (tmp_path / "run_stats.csv").exists()
-
-
-@pytest.fixture(scope="module")
-def llm_regime_dir(tmp_path_factory) -> str:
-    """The LLM-sized regime's decoder at its tiny shape, with its edge pre-classifier."""
-    out = tmp_path_factory.mktemp("models") / "llm-tiny"
-    build_tiny_decoder(out, edge_classifier=True)
-    return str(out)
 
 
 def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them(ray_serve, llm_regime_dir, tmp_path):

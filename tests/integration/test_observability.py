@@ -107,6 +107,7 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory, prometheus):
     # Generate mode: the tiny decoder's shared instruction prefix feeds vLLM's prefix cache.
     args = generate_args(
         tiny_decoder_dir,
+        topology="chain",
         antispam={
             "rate_limit": {
                 "tiers": {

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.reliability
         (
             "tokenizer",
             {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}},
-            {"edge": "off", "model": {"queue_per_slot": None}},
+            {"topology": "chain", "edge": "off", "model": {"queue_per_slot": None}},
             200,
         ),
         # The ingress sheds what it cannot hold before doing any work.
