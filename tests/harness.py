@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from loadkit.graph_args import shipped_args
 from models.build import BUNDLED_DATA
 
 HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
@@ -30,9 +31,9 @@ LENIENT_ANTISPAM = {
 }
 
 
-# Test graphs run the shipped topology (serve_config.yaml: fused), three replica processes
-# fewer per deploy than chain; a test of a stage's own deployment asks for chain.
-SHIPPED_TOPOLOGY = {"topology": "fused"}
+# Test graphs run serve_config.yaml's topology (fused: three replica processes fewer per
+# deploy than chain); a test of a stage's own deployment asks for chain.
+SHIPPED_TOPOLOGY = {"topology": shipped_args()["topology"]}
 
 
 def long_ticket(chars: int) -> str:
