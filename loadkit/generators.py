@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import random
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -216,11 +217,13 @@ async def open_loop_steps(
     timeout_s: float,
     max_in_flight: int,
     raw: bool = False,
+    stop: threading.Event | None = None,
 ) -> list[Step]:
     """Arrivals at `rate` per second for `seconds`, step after step, whatever the answers
     (a capped number in flight: past it an arrival counts as lost on the client side and
     is reported as such). `raw`: bare HTTP/1.1 instead of aiohttp (raw_sender), for a
-    flood beside a measured stream."""
+    flood beside a measured stream. `stop`, once set (from another thread), ends the
+    arrivals early: a run as long as something else takes, the steps being its cap."""
     done: list[Step] = []
     began = time.perf_counter()
     tasks: set[asyncio.Task] = set()
@@ -241,6 +244,8 @@ async def open_loop_steps(
             first_lag = len(lags_ms)
             n = int(rate * seconds)
             for k in range(n):
+                if stop is not None and stop.is_set():
+                    break
                 due = step_start + k / rate
                 if (wait := due - time.perf_counter()) > 0:
                     await asyncio.sleep(wait)
@@ -251,7 +256,11 @@ async def open_loop_steps(
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 i += 1
-            done.append(Step(rate, seconds, step, max(lags_ms[first_lag:], default=0.0)))
+            stopped = stop is not None and stop.is_set()
+            ran_s = time.perf_counter() - step_start if stopped else seconds
+            done.append(Step(rate, ran_s, step, max(lags_ms[first_lag:], default=0.0)))
+            if stopped:
+                break
         await asyncio.gather(*tasks)
     watcher.cancel()
     return done
@@ -264,9 +273,10 @@ async def open_loop(
     timeout_s: float,
     max_in_flight: int,
     raw: bool = False,
+    stop: threading.Event | None = None,
 ) -> tuple[Outcomes, list[dict]]:
     """open_loop_steps: all outcomes, and one summary per step."""
-    done = await open_loop_steps(base_url, bodies, steps, timeout_s, max_in_flight, raw)
+    done = await open_loop_steps(base_url, bodies, steps, timeout_s, max_in_flight, raw, stop)
     out = Outcomes()
     for step in done:
         out.merge(step.outcomes)

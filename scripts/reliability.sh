@@ -14,7 +14,8 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # on the fake one (TICKETSERVE_RELIABILITY_ENGINE=fake).
 export TICKETSERVE_RELIABILITY_ENGINE=${TICKETSERVE_RELIABILITY_ENGINE:-vllm}
 # A vLLM engine takes 20-60 s to start alone and ~170 s beside a serving one (the upgrade
-# surge on 2 cores): the upgrade drill's load outlasts that.
+# surge on 2 cores): the upgrade drill's load runs until the new version has answered
+# for 10 s, capped by this.
 export TICKETSERVE_UPGRADE_RUN_S=${TICKETSERVE_UPGRADE_RUN_S:-240}
 exec .venv/bin/python -m pytest -v -rs -s tests/graph/reliability tests/graph/test_hostile_input.py \
   tests/integration/test_privacy.py tests/integration/test_kv_cache.py "$@"
