@@ -57,7 +57,9 @@ def resilient(ray_serve, default_model_dir):
             "policy_kwargs": {"target_ongoing_per_replica": 64, "p95_target_ms": 1000},
         },
     }
-    options = {"ModelReplica": {"autoscaling_config": autoscaling}}
+    # Serve replaces a replica after 3 failed health checks in a row: at the shipped 10 s
+    # period the reclaim ladder's last rung waited 20-30 s for that, here 2-3 s.
+    options = {"ModelReplica": {"autoscaling_config": autoscaling, "health_check_period_s": 1}}
     with running(ray_serve, APP, args, options) as client:
         yield client
 
