@@ -4,6 +4,7 @@ response validated; the quitting hook's verdict is the exit code."""
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -62,6 +63,22 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, bat
     assert (tmp_path / "run.html").stat().st_size > 10_000 and (tmp_path / "run_stats.csv").exists()
 
 
+def engine_threads(title: str, timeout_s: float = 10) -> list[str | None]:
+    """OMP_NUM_THREADS of each vLLM engine-core process under the replica titled `title`.
+    Once (CI, 2026-12-04) the replica showed no engine-core child right after a run it had
+    answered; the process table is read again for a while, and a failure lists it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        replicas = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
+        below = [(c, " ".join(c.cmdline())) for r in replicas for c in r.children(recursive=True)]
+        engines = [c for c, cmdline in below if "EngineCore" in cmdline]
+        if len(replicas) == 1 and engines or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(replicas) == 1 and engines, (replicas, [(c.pid, cmdline[:120]) for c, cmdline in below])
+    return [e.environ().get("OMP_NUM_THREADS") for e in engines]
+
+
 def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them(ray_serve, llm_regime_dir, tmp_path):
     """`loadtest.run --regime llm` at a tiny size, with its own pieces: vLLM's server on the
     same decoder with the same prompt and label choice (a), the graph in generate mode from
@@ -82,13 +99,7 @@ def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them
             url = f"http://127.0.0.1:{HTTP_PORT}/llm"
             codes["graph"] = run._locust(args, "graph", url, ["--api", "ticketserve"], tmp_path, env)
             # The decoder computes on every core (engine.cpu_threads), not on Ray's one per replica.
-            (replica,) = [
-                p
-                for p in psutil.process_iter(["cmdline"])
-                if "ServeReplica:llm:ModelReplica" in " ".join(p.info["cmdline"] or [])
-            ]
-            engines = [c for c in replica.children(recursive=True) if "EngineCore" in " ".join(c.cmdline())]
-            assert [e.environ().get("OMP_NUM_THREADS") for e in engines] == [str(os.cpu_count())]
+            assert engine_threads("ServeReplica:llm:ModelReplica") == [str(os.cpu_count())]
         run._wait_healthy(f"{peer}/health", 300)
         codes["vllm"] = run._locust(args, "vllm", peer, run.peer_api(llm_regime_dir, True), tmp_path, env)
     summary = run.report(args, ["vllm", "graph"], tmp_path, None, codes)
