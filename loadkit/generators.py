@@ -224,6 +224,7 @@ async def open_loop_steps(
     is reported as such). `raw`: bare HTTP/1.1 instead of aiohttp (raw_sender), for a
     flood beside a measured stream. `stop`, once set (from another thread), ends the
     arrivals early: a run as long as something else takes, the steps being its cap."""
+    stop = stop or threading.Event()
     done: list[Step] = []
     began = time.perf_counter()
     tasks: set[asyncio.Task] = set()
@@ -244,7 +245,7 @@ async def open_loop_steps(
             first_lag = len(lags_ms)
             n = int(rate * seconds)
             for k in range(n):
-                if stop is not None and stop.is_set():
+                if stop.is_set():
                     break
                 due = step_start + k / rate
                 if (wait := due - time.perf_counter()) > 0:
@@ -256,7 +257,7 @@ async def open_loop_steps(
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 i += 1
-            stopped = stop is not None and stop.is_set()
+            stopped = stop.is_set()
             ran_s = time.perf_counter() - step_start if stopped else seconds
             done.append(Step(rate, ran_s, step, max(lags_ms[first_lag:], default=0.0)))
             if stopped:

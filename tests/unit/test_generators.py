@@ -21,7 +21,7 @@ async def _run(steps: list[tuple[float, float]], stop: threading.Event | None = 
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]
+    port = runner.addresses[0][1]
     try:
         return await open_loop(f"http://127.0.0.1:{port}", BODIES, steps, timeout_s=5, max_in_flight=64, stop=stop)
     finally:
