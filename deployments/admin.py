@@ -110,6 +110,8 @@ class AdminEndpoints:
             # One edge router's counts (fused: this ingress replica's own): cache, the model
             # path's retries, give-ups and hedged calls.
             "edge": await self._nodes["edge_router"].stats.remote(),
+            # One anti-spam filter's adaptive thresholds (fused: this replica's own).
+            "antispam": {"thresholds": await self._nodes["antispam"].thresholds.remote()},
             "nodes": sorted(self._nodes),
         }
 

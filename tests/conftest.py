@@ -39,7 +39,7 @@ def tiny_decoder_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def llm_regime_dir(tmp_path_factory) -> str:
     """The LLM-sized regime's decoder at its tiny shape, with its edge pre-classifier (the
-    build trains one, ~25 s: the unit and the integration test share it)."""
+    build trains one, ~25 s: two tests of the real-vLLM tier share it)."""
     out = tmp_path_factory.mktemp("models") / "llm-tiny"
     build_tiny_decoder(out, edge_classifier=True)
     return str(out)

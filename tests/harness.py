@@ -31,6 +31,9 @@ LENIENT_ANTISPAM = {
 }
 
 
+# The admin API's bearer token in test graphs that share it (tests/graph/conftest.py `app`).
+ADMIN_TOKEN = "test-admin-token-main"
+
 # Test graphs run serve_config.yaml's topology (fused: three replica processes fewer per
 # deploy than chain); a test of a stage's own deployment asks for chain.
 SHIPPED_TOPOLOGY = {"topology": shipped_args()["topology"]}

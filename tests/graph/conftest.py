@@ -6,15 +6,17 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.harness import deploy, fake_args, wait_healthy
+from tests.harness import ADMIN_TOKEN, deploy, fake_args, wait_healthy
 
 
 @pytest.fixture(scope="package")
 def app(ray_serve, default_model_dir) -> httpx.Client:
-    """The CPU default graph on the fake engine, chain topology (tests read the edge router's
-    and anti-spam filter's own deployments), gone before the real-vLLM tier starts:
-    its replicas' control loops would take CPU from that tier's timing-sensitive tests."""
-    client = deploy(ray_serve, "fake-main", fake_args(default_model_dir, topology="chain"))
+    """The CPU default graph on the fake engine, shipped topology, admin API on
+    (ADMIN_TOKEN: tests read the edge stages' state there), shared by the modules that
+    need no settings of their own (a deploy costs 15-30 s here); gone before the
+    real-vLLM tier starts: its replicas' control loops would take CPU from that tier's
+    timing-sensitive tests."""
+    client = deploy(ray_serve, "fake-main", fake_args(default_model_dir, admin={"token": ADMIN_TOKEN}))
     wait_healthy(client)
     yield client
     client.close()

@@ -7,12 +7,18 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.harness import HTTP_PORT, fake_args, graph_options
+from tests.harness import ADMIN_TOKEN, HTTP_PORT, fake_args, graph_options
 
 
 def _route(r: httpx.Response) -> str:
     assert r.status_code == 200, r.text
     return r.json()["route"]
+
+
+def admin_state(client: httpx.Client) -> dict:
+    r = client.get("/admin/state", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
 def _error(r: httpx.Response, status: int, code: str) -> dict:
@@ -60,7 +66,7 @@ def test_cache_route_is_per_tenant(app):
     assert (first["route"], again["route"], other["route"]) == ("model", "cache", "model")
     assert again["label"] == first["label"] and again["confidence"] == first["confidence"]
     assert again["model_version"] == first["model_version"]
-    assert serve.get_deployment_handle("EdgeRouter", "fake-main").stats.remote().result()["cache_entries"] >= 2
+    assert admin_state(app)["edge"]["cache_entries"] >= 2
 
 
 def test_unsupported_language_and_hints(app):
@@ -89,7 +95,7 @@ def test_spam_rules_answer_422_naming_the_rule(app, text, rule):
 
 
 def test_adaptive_thresholds_start_at_their_configured_values(app):
-    thresholds = serve.get_deployment_handle("AntiSpam", "fake-main").thresholds.remote().result()
+    thresholds = admin_state(app)["antispam"]["thresholds"]
     # Fewer than 1,000 legitimate tickets seen: nothing has moved yet.
     assert thresholds == {"repeat_ratio": 0.5, "entropy_bits": 3.0}
 
@@ -108,13 +114,13 @@ def test_batch_mixes_routes_and_refusals(app):
 
 @pytest.fixture(scope="module")
 def strict(ray_serve, default_model_dir):
-    """Two ingress and two anti-spam replicas sharing one rate limiter, with tight limits."""
+    """Two ingress replicas, each with its own anti-spam filter (the shipped fused topology),
+    sharing one rate limiter, with tight limits."""
     from deployments.config import AppConfig
     from serve_app import bind_graph
 
     args = fake_args(
         default_model_dir,
-        topology="chain",
         antispam={
             "rate_limit": {
                 "tiers": {
@@ -125,7 +131,7 @@ def strict(ray_serve, default_model_dir):
             "duplicates": {"max_repeats": 2, "window_s": 60},
         },
     )
-    options = {"Ingress": {"num_replicas": 2}, "AntiSpam": {"num_replicas": 2}}
+    options = {"Ingress": {"num_replicas": 2}}
     ray_serve.run(bind_graph(AppConfig.from_args(args), graph_options(options)), name="strict", route_prefix="/strict")
     client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/strict", timeout=60)
     yield client

@@ -25,12 +25,11 @@ from hypothesis.errors import Unsatisfiable
 
 from loadtest.checks import judge_ticketserve
 from tests.graph.reliability.figures import record
-from tests.harness import fake_args, running
+from tests.harness import ADMIN_TOKEN
 
 pytestmark = pytest.mark.reliability
 
 INPUTS = int(os.environ.get("TICKETSERVE_FUZZ_INPUTS", "10000"))
-TOKEN = "fuzz-admin-token"
 # Every error status the service may answer, with its codes (../shared/CONTRACT.md, docs/api.md).
 ERROR_CODES = {
     400: {"invalid_json"},
@@ -80,17 +79,10 @@ class Tally:
         return None
 
 
-@pytest.fixture(scope="module")
-def fuzzed(ray_serve, default_model_dir):
-    args = fake_args(default_model_dir, topology="fused", admin={"token": TOKEN})
-    with running(ray_serve, "fuzz", args) as client:
-        yield client
-
-
-def test_schema_driven_cases_get_contract_answers(fuzzed):
+def test_schema_driven_cases_get_contract_answers(app):
     tally = Tally()
-    schema = schemathesis.openapi.from_dict(fuzzed.get("/openapi.json").json())
-    base_url = str(fuzzed.base_url).rstrip("/")
+    schema = schemathesis.openapi.from_dict(app.get("/openapi.json").json())
+    base_url = str(app.base_url).rstrip("/")
     session = requests.Session()
     per_mode = max(1, INPUTS // 5 // len(list(schema.get_all_operations())))
     for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
@@ -100,7 +92,7 @@ def test_schema_driven_cases_get_contract_answers(fuzzed):
             @settings(FUZZ, max_examples=per_mode)
             @given(case=operation.as_strategy(generation_mode=mode), admin=st.booleans())
             def run(case, admin):
-                headers = {"Authorization": f"Bearer {TOKEN}"} if admin else {}
+                headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"} if admin else {}
                 try:
                     r = case.call(base_url=base_url, session=session, headers=headers, timeout=60)
                 except requests.exceptions.InvalidHeader:
@@ -188,7 +180,7 @@ headers = st.fixed_dictionaries(
 )
 
 
-def test_hostile_bodies_and_headers_get_contract_answers(fuzzed):
+def test_hostile_bodies_and_headers_get_contract_answers(app):
     tally = Tally()
     count = INPUTS
 
@@ -197,7 +189,7 @@ def test_hostile_bodies_and_headers_get_contract_answers(fuzzed):
     def run(body, head, batch):
         path = "/v1/classify/batch" if batch else "/v1/classify"
         try:
-            r = fuzzed.post(path, content=body, headers=head)
+            r = app.post(path, content=body, headers=head)
         except httpx.LocalProtocolError:
             return  # a header value the client will not send
         tally.check(f"raw {path}", r.status_code, r.headers, r.content, classify=not batch)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from ray import serve
 
 from deployments.config import EDGE_OFF
 from loadkit.generators import ticket_bodies
@@ -16,19 +15,20 @@ from tests.harness import fake_args, running
 
 APP = "microbatch"
 FAILING = 0.3
+TOKEN = "test-admin-token-microbatch"
 
 
 @pytest.fixture(scope="module")
 def batched(ray_serve, default_model_dir):
     args = fake_args(
         default_model_dir,
-        topology="chain",
         edge=EDGE_OFF,
         micro_batch={"enabled": True, "max_calls_in_flight": 1, "max_batch_tickets": 16, "max_wait_ms": 200},
         retry={"enabled": False},
         breaker={"enabled": False},
         # Every ticket reaches the model path: no adaptive shedding at the door.
         ingress={"admission": {"enabled": False, "max_limit": 64}},
+        admin={"token": TOKEN},
     )
     args["model"]["engine"]["fake_latency_ms"] = 50
     args["model"]["faults"] = {"failure": "unavailable", "rate": FAILING}
@@ -47,18 +47,19 @@ def classify(client, body: dict) -> dict | None:
     return r.json()
 
 
-def sent() -> dict[str, int]:
-    return serve.get_deployment_handle("EdgeRouter", APP).stats.remote().result()["micro_batched"]
+def sent(client) -> dict[str, int]:
+    """The ingress's own edge stage's counts (the shipped fused topology: one ingress replica here)."""
+    return client.get("/admin/state", headers={"Authorization": f"Bearer {TOKEN}"}).json()["edge"]["micro_batched"]
 
 
 def test_each_caller_gets_its_own_tickets_answer_and_failures_stay_per_ticket(batched):
     bodies = list({b["text"]: b for b in ticket_bodies(400, seed=11)}.values())[:96]
     alone = [classify(batched, b) for b in bodies]  # one at a time: one ticket per call
-    before = sent()
+    before = sent(batched)
     assert before["calls"] == before["tickets"] >= len(bodies)
     with ThreadPoolExecutor(24) as pool:
         together = list(pool.map(lambda b: classify(batched, b), bodies))
-    after = sent()
+    after = sent(batched)
     calls, tickets = after["calls"] - before["calls"], after["tickets"] - before["tickets"]
     assert tickets == len(bodies) and calls < tickets / 1.5, (calls, tickets)  # they piled up and went together
 

@@ -4,9 +4,9 @@ skipped (the replica reads the raw text); one of another model refuses to start.
 import pytest
 from ray import serve
 
-from deployments.config import EDGE_OFF
+from deployments.config import EDGE_OFF, AppConfig
 from models.artifacts import tokenizer_hash
-from serve_app import build_app
+from serve_app import bind_graph
 from tests.harness import deploy, fake_args, long_ticket
 
 
@@ -29,12 +29,16 @@ def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
 
 
 def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, tiny_decoder_dir):
-    args = fake_args(default_model_dir, topology="chain", tokenizer={"tokenizer_dir": tiny_decoder_dir})
+    # The shipped fused topology: the ingress builds the tokenizer stage in its own process
+    # and refuses to start with it (in the chain the Tokenizer deployment does, same class).
+    args = fake_args(default_model_dir, tokenizer={"tokenizer_dir": tiny_decoder_dir})
+    # One try shows the refusal; Serve's default retries a failing constructor 3 times.
+    retry_once = {"Ingress": {"max_constructor_retry_count": 1}}
     try:
-        with pytest.raises(RuntimeError, match="Tokenizer"):
-            ray_serve.run(build_app(args), name="mismatch", route_prefix="/mismatch")
+        with pytest.raises(RuntimeError, match="Ingress"):
+            ray_serve.run(bind_graph(AppConfig.from_args(args), retry_once), name="mismatch", route_prefix="/mismatch")
         # What `serve status` shows the operator:
-        msg = ray_serve.status().applications["mismatch"].deployments["Tokenizer"].message
+        msg = ray_serve.status().applications["mismatch"].deployments["Ingress"].message
         assert "tokenizer mismatch" in msg
         assert tokenizer_hash(default_model_dir) in msg and tokenizer_hash(tiny_decoder_dir) in msg
     finally:

@@ -79,6 +79,21 @@ def engine_threads(title: str, timeout_s: float = 10) -> list[str | None]:
     return [e.environ().get("OMP_NUM_THREADS") for e in engines]
 
 
+def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, tmp_path):
+    # Here, not with the unit tests: the regime test's decoder, built once for both (its edge
+    # classifier's training takes ~25 s the fast tier need not spend).
+    from models.artifacts import ModelMetadata
+    from models.edge_classifier import EdgeClassifier
+    from models.tiny_decoder import build_tiny_decoder
+
+    meta = ModelMetadata.load(llm_regime_dir)
+    edge = EdgeClassifier.load(llm_regime_dir)
+    assert edge.model_version == meta.version and edge.labels == meta.labels
+    assert edge.predict("I forgot my password and cannot log in").label in meta.labels
+    with pytest.raises(ValueError, match="qwen2-0.5b"):
+        build_tiny_decoder(tmp_path / "bad", shape="llama-70b")
+
+
 def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them(ray_serve, llm_regime_dir, tmp_path):
     """`loadtest.run --regime llm` at a tiny size, with its own pieces: vLLM's server on the
     same decoder with the same prompt and label choice (a), the graph in generate mode from

@@ -124,16 +124,3 @@ def test_length_batches_cover_every_row_once_with_less_padding():
     plain = [order[i : i + 32] for i in range(0, 1000, 32)]
     padded = lambda bs: sum(max(lengths[i] for i in b) * len(b) for b in bs)  # noqa: E731
     assert padded(batches) < 0.8 * padded(plain)
-
-
-def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, tmp_path):
-    from models.artifacts import ModelMetadata
-    from models.edge_classifier import EdgeClassifier
-    from models.tiny_decoder import build_tiny_decoder
-
-    meta = ModelMetadata.load(llm_regime_dir)
-    edge = EdgeClassifier.load(llm_regime_dir)
-    assert edge.model_version == meta.version and edge.labels == meta.labels
-    assert edge.predict("I forgot my password and cannot log in").label in meta.labels
-    with pytest.raises(ValueError, match="qwen2-0.5b"):
-        build_tiny_decoder(tmp_path / "bad", shape="llama-70b")
