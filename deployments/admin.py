@@ -110,8 +110,10 @@ class AdminEndpoints:
             # One edge router's counts (fused: this ingress replica's own): cache, the model
             # path's retries, give-ups and hedged calls.
             "edge": await self._nodes["edge_router"].stats.remote(),
-            # One anti-spam filter's adaptive thresholds (fused: this replica's own).
+            # One anti-spam filter's adaptive thresholds and one tokenizer's counts (fused:
+            # this replica's own).
             "antispam": {"thresholds": await self._nodes["antispam"].thresholds.remote()},
+            "tokenizer": await self._nodes["tokenizer"].stats.remote(),
             "nodes": sorted(self._nodes),
         }
 

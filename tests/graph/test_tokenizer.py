@@ -1,28 +1,25 @@
-"""The tokenizer deployment on the fake-engine graph: one that does not answer in time is
-skipped (the replica reads the raw text); one of another model refuses to start."""
+"""The tokenizer stage on the fake-engine graph, in the shipped fused topology (built inside
+the ingress, same class as the chain's Tokenizer deployment): one that does not answer in
+time is skipped (the replica reads the raw text); one of another model refuses to start."""
 
 import pytest
-from ray import serve
 
 from deployments.config import EDGE_OFF, AppConfig
 from models.artifacts import tokenizer_hash
 from serve_app import bind_graph
-from tests.harness import deploy, fake_args, long_ticket
+from tests.harness import ADMIN_TOKEN, deploy, fake_args, long_ticket
 
 
 def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
-    client = deploy(
-        ray_serve,
-        "fallback",
-        fake_args(default_model_dir, topology="chain", tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF),
-    )
+    args = fake_args(default_model_dir, tokenizer={"timeout_ms": 0.001}, edge=EDGE_OFF, admin={"token": ADMIN_TOKEN})
+    client = deploy(ray_serve, "fallback", args)
     try:
         r = client.post("/v1/classify", json={"text": "I forgot my password, how do I reset it?"})
         assert r.status_code == 200 and r.json()["label"] == "password_reset"
         long = client.post("/v1/classify", json={"text": long_ticket(9000)})
         assert long.status_code == 200  # the replica truncates what it tokenizes itself
-        stats = serve.get_deployment_handle("Tokenizer", "fallback").stats.remote().result()
-        assert stats["fallback"] == 2 and stats["tokenized"] == 0
+        state = client.get("/admin/state", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
+        assert state["tokenizer"]["fallback"] == 2 and state["tokenizer"]["tokenized"] == 0
     finally:
         client.close()
         ray_serve.delete("fallback")

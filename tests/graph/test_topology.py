@@ -1,26 +1,16 @@
-"""topology: fused: anti-spam filter, edge router and tokenizer inside the ingress replica;
-the same answers and refusals as the chain, with three deployments fewer."""
+"""The shipped topology, fused: anti-spam filter, edge router and tokenizer inside the
+ingress replica, three deployments fewer than the chain, every stage still reported and
+every route answered. (The chain, each stage a deployment of its own, is the real-vLLM
+tier's main graph and the reliability drills' replica-loss and bounded-queue graphs; the
+fused graph's duplicate and rate-limit refusals: test_edge_tier's strict graph.)"""
 
-import pytest
 from ray import serve
 
-from tests.harness import fake_args, running
 
-APP = "fused"
-
-
-@pytest.fixture(scope="module")
-def fused(ray_serve, default_model_dir):
-    args = fake_args(default_model_dir, topology="fused")
-    args["antispam"] = {**args["antispam"], "duplicates": {"max_repeats": 3}}
-    with running(ray_serve, APP, args) as client:
-        yield client
-
-
-def test_fused_graph_runs_six_deployments_and_reports_every_stage(fused):
-    deployments = set(serve.status().applications[APP].deployments)
+def test_fused_graph_runs_six_deployments_and_reports_every_stage(app):
+    deployments = set(serve.status().applications["fake-main"].deployments)
     assert deployments == {"Ingress", "RateLimiter", "ModelReplica", "Breaker", "ReviewQueue", "CanaryController"}
-    nodes = fused.get("/healthz").json()["nodes"]
+    nodes = app.get("/healthz").json()["nodes"]
     assert set(nodes) == {
         "ingress",
         "antispam",
@@ -34,9 +24,9 @@ def test_fused_graph_runs_six_deployments_and_reports_every_stage(fused):
     assert set(nodes.values()) == {"ok"}
 
 
-def test_fused_graph_answers_every_route_and_refuses_like_the_chain(fused):
-    def send(text: str, user: str = "u1"):
-        return fused.post("/v1/classify", json={"text": text, "user_id": user})
+def test_fused_graph_answers_every_route(app):
+    def send(text: str):
+        return app.post("/v1/classify", json={"text": text, "user_id": "topology"})
 
     assert send("I forgot my password, how do I reset it?").json()["route"] == "template"
     first = send("the zipper of my new jacket broke after one day")
@@ -44,7 +34,5 @@ def test_fused_graph_answers_every_route_and_refuses_like_the_chain(fused):
     assert send("the zipper of my new jacket broke after one day").json()["route"] == "cache"
     spam = send("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
     assert spam.status_code == 422 and "repeated_chars" in spam.json()["error"]["message"]
-    answers = [send("is there any discount for students on shoes", user="dup").status_code for _ in range(5)]
-    assert answers[:3] == [200, 200, 200] and answers[3:] == [422, 422]
     tokenized = send("my parcel arrived wet and the box was torn open")
     assert tokenized.status_code == 200 and tokenized.json()["route"] in ("model", "edge_model")
