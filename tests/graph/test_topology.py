@@ -1,8 +1,8 @@
 """The shipped topology, fused: anti-spam filter, edge router and tokenizer inside the
 ingress replica, three deployments fewer than the chain, every stage still reported and
 every route answered. (The chain, each stage a deployment of its own, is the real-vLLM
-tier's main graph and the reliability drills' replica-loss and bounded-queue graphs; the
-fused graph's duplicate and rate-limit refusals: test_edge_tier's strict graph.)"""
+tier's observability graph and the reliability drills' replica-loss and bounded-queue
+graphs; the fused graph's duplicate and rate-limit refusals: test_edge_tier's strict graph.)"""
 
 from ray import serve
 
