@@ -72,6 +72,10 @@ class TrainSettings:
     pooling: str = "mean"
     # Start the classifier from a logistic regression on frozen features (probe_head).
     linear_probe: bool = True
+    # Matrix products of the fine-tuning steps: "bf16" (autocast; weights, optimizer and
+    # the saved model stay float32), "fp32", or "auto": bf16 where the CPU multiplies
+    # bf16 natively (AVX512-BF16 or AMX), where it halves a step's time, else fp32.
+    precision: str = "auto"
 
 
 def base_model_dir(base: str = "e5-small") -> Path:
@@ -117,10 +121,25 @@ def is_validation(text: str) -> bool:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < VALIDATION_SHARE
 
 
+def training_precision(settings: TrainSettings) -> str:
+    """The precision `settings.precision` trains in on this machine."""
+    if settings.precision in ("bf16", "fp32"):
+        return settings.precision
+    if settings.precision != "auto":
+        raise SystemExit(f"precision {settings.precision!r}; allowed: auto, bf16, fp32")
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return "fp32"
+    return "bf16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "fp32"
+
+
 def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
     h = hashlib.sha256()
     h.update(data.read_bytes())
-    h.update(json.dumps({**asdict(settings), "recipe": RECIPE_VERSION}, sort_keys=True).encode())
+    # The precision a build actually trained in: "auto" builds differently on other CPUs.
+    recipe = {**asdict(settings), "precision": training_precision(settings), "recipe": RECIPE_VERSION}
+    h.update(json.dumps(recipe, sort_keys=True).encode())
     h.update((base / "model.safetensors").read_bytes()[: 1 << 20])
     return h.hexdigest()[:12]
 
@@ -235,6 +254,7 @@ def train(
         len(ids)
         for ids in tokenizer([t for t, _ in rows], truncation=True, max_length=settings.max_length_tokens)["input_ids"]
     ]
+    bf16 = training_precision(settings) == "bf16"
     accuracy = 0.0
     with tqdm(total=total, desc="fine-tuning", unit="step", file=sys.stderr) as bar:
         for epoch in range(settings.epochs):
@@ -249,7 +269,8 @@ def train(
                     return_tensors="pt",
                 )
                 target = torch.tensor([label2id[lab] for _, lab in batch])
-                logits = forward(model, enc, settings.pooling)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    logits = forward(model, enc, settings.pooling).float()
                 loss = loss_fn(logits, target)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -503,11 +524,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=TrainSettings.seed)
     p.add_argument("--label-smoothing", type=float, default=TrainSettings.label_smoothing)
     p.add_argument("--pooling", choices=("mean", "cls"), default=TrainSettings.pooling)
+    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default=TrainSettings.precision)
     p.add_argument("--force", action="store_true", help="retrain even if the model exists")
     a = p.parse_args(argv)
     tiers = a.tiers or (BUNDLED_INTENTS if a.data.resolve() == BUNDLED_DATA else None)
     settings = TrainSettings(
-        a.base, a.epochs, a.lr, a.batch_size, a.max_length_tokens, a.seed, a.label_smoothing, a.pooling
+        a.base,
+        a.epochs,
+        a.lr,
+        a.batch_size,
+        a.max_length_tokens,
+        a.seed,
+        a.label_smoothing,
+        a.pooling,
+        precision=a.precision,
     )
     build(a.data, a.text_col, a.label_col, a.out, tiers, settings, a.force)
 

@@ -14,6 +14,7 @@ from models.build import (
     is_validation,
     read_rows,
     read_tiers,
+    training_precision,
 )
 
 
@@ -79,6 +80,24 @@ def test_fingerprint_changes_with_data_and_settings(tmp_path):
     assert fa != fingerprint(b, TrainSettings(), base)
     assert fa != fingerprint(a, TrainSettings(epochs=1), base)
     assert fa != fingerprint(a, TrainSettings(base="minilm"), base)
+    assert fingerprint(a, TrainSettings(precision="bf16"), base) != fingerprint(
+        a, TrainSettings(precision="fp32"), base
+    )
+
+
+def test_auto_precision_is_the_one_this_cpu_multiplies_natively_and_is_fingerprinted_as_such(tmp_path):
+    from models.build import base_model_dir
+
+    flags = set(open("/proc/cpuinfo").read().split())
+    native = "bf16" if {"avx512_bf16", "amx_bf16"} & flags else "fp32"
+    assert training_precision(TrainSettings()) == native
+    assert training_precision(TrainSettings(precision="fp32")) == "fp32"
+    data = tmp_path / "a.csv"
+    _write_csv(data, [("hi", "x"), ("yo", "y")])
+    base = base_model_dir("minilm")
+    assert fingerprint(data, TrainSettings(), base) == fingerprint(data, TrainSettings(precision=native), base)
+    with pytest.raises(SystemExit, match="'fp16'.*auto, bf16, fp32"):
+        training_precision(TrainSettings(precision="fp16"))
 
 
 def test_validation_split_is_a_stable_share_of_every_language_and_label():
