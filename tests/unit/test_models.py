@@ -1,5 +1,6 @@
 import csv
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -88,10 +89,13 @@ def test_fingerprint_changes_with_data_and_settings(tmp_path):
 def test_auto_precision_is_the_one_this_cpu_multiplies_natively_and_is_fingerprinted_as_such(tmp_path):
     from models.build import base_model_dir
 
-    flags = set(open("/proc/cpuinfo").read().split())
-    native = "bf16" if {"avx512_bf16", "amx_bf16"} & flags else "fp32"
-    assert training_precision(TrainSettings()) == native
-    assert training_precision(TrainSettings(precision="fp32")) == "fp32"
+    assert training_precision(TrainSettings(), {"fpu", "avx512f", "avx512_bf16"}) == "bf16"
+    assert training_precision(TrainSettings(), {"fpu", "amx_bf16"}) == "bf16"
+    assert training_precision(TrainSettings(), {"fpu", "avx512f", "avx2"}) == "fp32"
+    assert training_precision(TrainSettings(precision="fp32"), {"avx512_bf16"}) == "fp32"
+    assert training_precision(TrainSettings(precision="bf16"), set()) == "bf16"
+    native = training_precision(TrainSettings())
+    assert native == training_precision(TrainSettings(), set(Path("/proc/cpuinfo").read_text().split()))
     data = tmp_path / "a.csv"
     _write_csv(data, [("hi", "x"), ("yo", "y")])
     base = base_model_dir("minilm")
