@@ -66,8 +66,13 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         kv = deployment(kv_manager.KVCacheManager, kv_manager.DEFAULT_OPTIONS).bind(config=config.kv_cache)
         if config.kv_cache.affinity_routing:
             model_options = {**model_options, "request_router_config": prefix_router.router_config(config.kv_cache)}
-    model = deployment(model_replica.ModelReplica, model_options).bind(
-        config=config.model, breaker=shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
+    colocated = config.topology == "colocated"
+    model = (
+        None
+        if colocated
+        else deployment(model_replica.ModelReplica, model_options).bind(
+            config=config.model, breaker=shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
+        )
     )
     optional = {"kv_cache_manager": kv} if kv is not None else {}
     if config.review.enabled:
@@ -81,12 +86,17 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         )
         optional["canary_model"] = side
     controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(
-        config=config.rollout, stable=model, canary=side
+        config=config.rollout, stable=front_name if colocated else model, canary=side
     )
     optional["canary_controller"] = controller
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config=config.antispam)
-    front = deployment(http_app.make_ingress(ingress.Ingress, config.admin), ingress.DEFAULT_OPTIONS)
-    if config.topology == "fused":
+    front_options = ingress.DEFAULT_OPTIONS
+    if colocated:
+        # Each ingress replica holds an engine: the model replica's reservation and health checks.
+        engine_options = ("ray_actor_options", "health_check_period_s", "health_check_timeout_s")
+        front_options = {**front_options, **{k: model_replica.DEFAULT_OPTIONS[k] for k in engine_options}}
+    front = deployment(http_app.make_ingress(ingress.Ingress, config.admin), front_options)
+    if config.topology in ("fused", "colocated"):
         stages = InProcessEdge(
             antispam=config.antispam,
             edge=config.edge,
@@ -96,8 +106,9 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             micro_batch=config.micro_batch,
             model_dir=model_dir,
             rollout=config.rollout,
+            model=config.model if colocated else None,
         )
-        nodes = {"rate_limiter": limiter, "model": model, **optional}
+        nodes = {"rate_limiter": limiter, **({} if colocated else {"model": model}), **optional}
         return front.bind(
             config=config.ingress,
             first=None,

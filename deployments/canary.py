@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ray import serve
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
@@ -73,13 +74,17 @@ class CanaryController:
     async def __init__(
         self,
         config: RolloutConfig,
-        stable: DeploymentHandle,
+        stable: DeploymentHandle | str,
         canary: DeploymentHandle | None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         judge_loop: bool = True,
     ):
         self._config = config
+        if isinstance(stable, str):
+            # Colocated: the stable model answers inside the ingress, which binds this
+            # controller; a handle bound here would be a cycle, so it is looked up by name.
+            stable = serve.get_deployment_handle(stable, serve.get_replica_context().app_name)
         self._stable, self._canary = stable, canary
         self._clock, self._wall = clock, wall_clock
         self._versions: dict[Side, str | None] = {

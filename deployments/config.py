@@ -237,10 +237,11 @@ class AdminConfig(Strict):
 
 
 class AppConfig(Strict):
-    topology: Literal["chain", "fused"] = Field(
+    topology: Literal["chain", "fused", "colocated"] = Field(
         "chain",
         description="chain: anti-spam filter, edge router and tokenizer are deployments of their own (scaled apart); "
-        "fused: they run inside each ingress replica, two Serve hops fewer per ticket",
+        "fused: they run inside each ingress replica, two Serve hops fewer per ticket; "
+        "colocated: fused, and the model's engine too (one replica per engine, no Serve hop on the model path)",
     )
     ingress: IngressConfig = Field(default_factory=IngressConfig, description="HTTP front door")
     antispam: AntiSpamConfig = Field(default_factory=AntiSpamConfig, description="anti-spam filter")
@@ -277,6 +278,15 @@ class AppConfig(Strict):
             raise ValueError(
                 f"kv_cache.enabled=True needs model.engine.mode 'generate', got {self.model.engine.mode!r}: "
                 "the classify runner keeps no KV cache between requests"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _colocated_has_no_model_deployment(self) -> AppConfig:
+        if self.topology == "colocated" and self.kv_cache.enabled:
+            raise ValueError(
+                "kv_cache.enabled=True needs topology 'chain' or 'fused', got 'colocated': prefix-affinity "
+                "routing picks a model replica, and colocated has none apart from the ingress"
             )
         return self
 

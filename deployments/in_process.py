@@ -1,10 +1,13 @@
-"""The edge stages inside the ingress replica: `topology: fused`.
+"""The edge stages inside the ingress replica: `topology: fused` (and `colocated`, where
+the stable model's replica object joins them).
 
 Each Serve hop costs more CPU than the work of the anti-spam filter, the edge router and
 the tokenizer together (docs/benchmarks.md). Fused, those three run as plain objects in
 every ingress replica and are called through `LocalHandle`, which looks like a
-DeploymentHandle to them, so the same classes serve both topologies. The rate limiter,
-the breaker and the model replica stay deployments: they hold shared state or the engine.
+DeploymentHandle to them, so the same classes serve both topologies. The rate limiter
+and the breaker stay deployments: they hold shared state. The model replica does too,
+except colocated: then each ingress replica holds an engine, and a model answer crosses
+no Serve hop at all (the engine and the ingress then scale together).
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 
 from deployments.antispam import AntiSpam
+from deployments.api import ModelAnswer
 from deployments.config import (
     AntiSpamConfig,
     EdgeConfig,
+    ModelReplicaConfig,
     RolloutConfig,
     TokenizerConfig,
 )
 from deployments.edge_router import EdgeRouter
+from deployments.model_replica import ModelReplica
 from deployments.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
 from policies.micro_batch import MicroBatchConfig
@@ -35,10 +41,10 @@ class LocalHandle:
     the caller awaits or cancels as it would a DeploymentResponse."""
 
     def __init__(self, target: Any):
-        self._target = target
+        self.target = target
 
     def __getattr__(self, name: str) -> _LocalMethod:
-        return _LocalMethod(getattr(self._target, name))
+        return _LocalMethod(getattr(self.target, name))
 
 
 class _LocalMethod:
@@ -63,6 +69,30 @@ async def construct(cls: type, *args, **kwargs) -> Any:
     return obj
 
 
+class ColocatedModel:
+    """Ingress methods for `topology: colocated` (mixed into it; `_own_model` is its own
+    replica object's handle, None in the other topologies)."""
+
+    _own_model: LocalHandle | None = None
+
+    async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> ModelAnswer:
+        """The stable model's answer: the canary controller's golden runs ask it here, as
+        colocated has no model deployment to ask."""
+        return await self._nodes["model"].predict.remote(prompt, request_id, tenant)
+
+    async def check_health(self) -> None:
+        # Colocated, an engine that cannot answer fails its ingress replica, which Serve
+        # then replaces (with a new engine), as it replaces a failing model replica.
+        if self._own_model is not None:
+            await self._own_model.check_health.remote()
+
+    def __del__(self):
+        # Serve's graceful shutdown calls this; the engine's processes and KV memory are
+        # freed now, not when the actor is reaped.
+        if self._own_model is not None:
+            self._own_model.target.shutdown()
+
+
 @dataclass(frozen=True)
 class InProcessEdge:
     """Settings of the stages the ingress builds in its own process."""
@@ -75,11 +105,17 @@ class InProcessEdge:
     model_dir: str
     rollout: RolloutConfig
     micro_batch: MicroBatchConfig
+    # Colocated: the stable model's replica, built here instead of reached in `nodes`.
+    model: ModelReplicaConfig | None = None
 
     async def build(self, nodes: dict[str, DeploymentHandle], breaker: DeploymentHandle) -> dict[str, LocalHandle]:
         """antispam -> edge_router -> tokenizer, as handles, on `nodes`' rate limiter, model
-        sides and canary controller; "antispam" takes every ticket."""
-        model = nodes["model"]
+        sides and canary controller; "antispam" takes every ticket. Colocated, "model" is
+        this process's own replica object."""
+        if self.model is not None:
+            model = LocalHandle(await construct(ModelReplica, self.model, breaker))
+        else:
+            model = nodes["model"]
         tokenizer = LocalHandle(await construct(Tokenizer, self.tokenizer, model, self.model_dir))
         edge = LocalHandle(
             await construct(
@@ -98,4 +134,5 @@ class InProcessEdge:
             )
         )
         antispam = LocalHandle(await construct(AntiSpam, self.antispam, nodes["rate_limiter"], edge))
-        return {"antispam": antispam, "edge_router": edge, "tokenizer": tokenizer}
+        stages = {"antispam": antispam, "edge_router": edge, "tokenizer": tokenizer}
+        return {**stages, "model": model} if self.model is not None else stages

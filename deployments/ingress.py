@@ -30,7 +30,7 @@ from deployments.api import (
 )
 from deployments.config import IngressConfig, ReviewConfig
 from deployments.held_gauge import HeldGauge
-from deployments.in_process import InProcessEdge
+from deployments.in_process import ColocatedModel, InProcessEdge
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
 from policies.review import needs_review
@@ -60,7 +60,7 @@ DEFAULT_OPTIONS = {
 LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
 
 
-class Ingress(AdminEndpoints):
+class Ingress(AdminEndpoints, ColocatedModel):
     async def __init__(
         self,
         config: IngressConfig,
@@ -74,10 +74,10 @@ class Ingress(AdminEndpoints):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
         (and "model" for /v1/labels); `model_dir` holds the model it answers for. With
         `in_process` (topology fused) the edge stages are built here instead, on `nodes`'
-        rate limiter and model and on `breaker`."""
+        rate limiter and model and on `breaker` (colocated: the model too, ColocatedModel)."""
         if in_process is not None:
             local = await in_process.build(nodes, breaker)
-            first, nodes = local["antispam"], {**local, **nodes}
+            first, nodes, self._own_model = local["antispam"], {**local, **nodes}, local.get("model")
         self._config = config
         self._first = first
         self._nodes = nodes

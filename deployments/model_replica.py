@@ -172,12 +172,20 @@ class ModelReplica:
             raise RuntimeError(f"restart requested: {self._controls.restart_reason}")
         await self._engine.check_health()
 
-    def __del__(self):
-        # Serve calls this on graceful shutdown; stopping the engine frees its worker
-        # processes and KV memory at once instead of when the actor is reaped.
+    def shutdown(self) -> None:
+        """Stops the engine, its control loop and KV reports; once (colocated, the ingress
+        that holds this replica calls it, and then garbage collection does)."""
+        if getattr(self, "_stopped", False):
+            return
+        self._stopped = True
         if hasattr(self, "_controls"):
             self._controls.stop()
         if getattr(self, "_kv", None) is not None:
             self._kv.stop()
         if hasattr(self, "_engine"):
             self._engine.shutdown()
+
+    def __del__(self):
+        # Serve calls this on graceful shutdown; stopping the engine frees its worker
+        # processes and KV memory at once instead of when the actor is reaped.
+        self.shutdown()

@@ -1,6 +1,7 @@
 """Blue-green model sides on real graphs: a canary with shuffled labels, tried in shadow
-mode, rolls back by itself and its cached answers are never served again; a good canary
-is promoted step by step to all traffic; the split keeps each ticket id on one side."""
+mode, rolls back by itself and its cached answers are never served again (on a colocated
+graph, whose stable model lives in the ingress); a good canary is promoted step by step
+to all traffic; the split keeps each ticket id on one side."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray import serve
 
 from deployments.config import EDGE_OFF
 from models.variant import derive
@@ -84,7 +86,11 @@ def models(default_model_dir, tmp_path_factory) -> dict[str, Path]:
 def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_dir, models, tmp_path):
     state_file = tmp_path / "canary.json"
     args = rollout_args(default_model_dir, models["shuffled"], state_file, policy={**POLICY, "start_percent": 0})
-    with running(ray_serve, "canary_bad", {**args, "topology": "fused"}) as client:
+    # Colocated: the stable model answers inside the ingress, and the controller asks it for
+    # the golden set there (the good canary's graph is the shipped, fused one).
+    with running(ray_serve, "canary_bad", {**args, "topology": "colocated"}) as client:
+        deployments = set(serve.status().applications["canary_bad"].deployments)
+        assert "ModelReplica" not in deployments and "CanaryModelReplica" in deployments
         idle = rollout(client)
         assert idle["status"] == "idle" and idle["percent"] == 0
         stable, canary = idle["stable_version"], idle["canary_version"]

@@ -90,3 +90,13 @@ def test_a_model_try_must_end_before_the_ticket_budget():
     with pytest.raises(ValueError, match=r"retry.per_try_timeout_ms=30000 must be below ingress.request_timeout_s=30"):
         AppConfig.from_args({"retry": {"per_try_timeout_ms": 30000}})
     assert AppConfig.from_args({"retry": {"per_try_timeout_ms": 29000}}).retry.timeout.then == "degraded"
+
+
+def test_colocated_refuses_prefix_affinity_routing_and_names_the_topologies_that_have_it():
+    generate = {"model": {"engine": {"mode": "generate"}}, "kv_cache": {"enabled": True}}
+    with pytest.raises(ValueError, match=r"kv_cache.enabled=True needs topology 'chain' or 'fused', got 'colocated'"):
+        AppConfig.from_args({**generate, "topology": "colocated"})
+    assert AppConfig.from_args({**generate, "topology": "fused"}).kv_cache.enabled
+    with pytest.raises(ValueError) as e:
+        AppConfig.from_args({"topology": "merged"})
+    assert "'merged'" in str(e.value) and "colocated" in str(e.value)

@@ -1,10 +1,11 @@
-"""LocalHandle and construct: deployment classes called in-process (topology fused)."""
+"""LocalHandle and construct: deployment classes called in-process (topologies fused and
+colocated); ColocatedModel: the ingress of a colocated graph."""
 
 import asyncio
 
 import pytest
 
-from deployments.in_process import LocalHandle, construct
+from deployments.in_process import ColocatedModel, LocalHandle, construct
 
 
 class Stage:
@@ -47,3 +48,45 @@ def test_construct_takes_a_plain_init_too():
             self.v = v
 
     assert asyncio.run(construct(Plain, 4)).v == 4
+
+
+class OwnModel:
+    """A model replica object as a colocated ingress holds it."""
+
+    def __init__(self, healthy: bool = True):
+        self.healthy, self.shutdowns = healthy, 0
+
+    async def check_health(self) -> None:
+        if not self.healthy:
+            raise RuntimeError("engine dead")
+
+    async def predict(self, prompt, request_id, tenant=None) -> str:
+        return f"{prompt}/{request_id}/{tenant}"
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+class Front(ColocatedModel):
+    def __init__(self, own: OwnModel | None):
+        self._own_model = LocalHandle(own) if own is not None else None
+        self._nodes = {"model": self._own_model}
+
+
+def test_a_colocated_ingress_is_as_healthy_as_its_engine_and_answers_for_the_stable_side():
+    async def main():
+        await Front(OwnModel()).check_health()
+        await Front(None).check_health()  # fused and chain: the model's health is its own deployment's
+        with pytest.raises(RuntimeError, match="engine dead"):
+            await Front(OwnModel(healthy=False)).check_health()
+        assert await Front(OwnModel()).predict("text", "golden-stable-0") == "text/golden-stable-0/None"
+
+    asyncio.run(main())
+
+
+def test_a_colocated_ingress_stops_its_engine_when_serve_stops_it():
+    own = OwnModel()
+    front = Front(own)
+    front.__del__()
+    assert own.shutdowns == 1
+    Front(None).__del__()  # nothing to stop
