@@ -107,19 +107,31 @@ def replicas_by_node(app: str) -> dict[str, dict[str, int]]:
 
     out: dict[str, dict[str, int]] = {}
     nodes = {n["NodeID"]: ("head" if n["Resources"].get("head_node") else "second") for n in ray.nodes() if n["Alive"]}
-    for actor in ray.util.list_named_actors(all_namespaces=True):
-        name = actor["name"]
-        if not name.startswith(f"SERVE_REPLICA::{app}#"):
-            continue
-        deployment = name.split("#")[1]
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith(f"SERVE_REPLICA::{app}#")
+    ]
+    asked = {}
+    for name in names:
         try:
             handle = ray.get_actor(name, namespace="serve")
-            node = ray.get(handle.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()), timeout=5)
+            asked[name] = handle.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
         except Exception:
-            node = "unreachable"
+            pass
+    # One wait for all: a replica of the killed node never answers, and each waited
+    # 5 s of its own in turn before.
+    answered, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=5) if asked else ([], [])
+    for name in names:
+        node = "unreachable"
+        if name in asked and asked[name] in answered:
+            try:
+                node = ray.get(asked[name])
+            except Exception:
+                pass
         where = nodes.get(node, "gone" if node != "unreachable" else node)
-        out.setdefault(deployment, {}).setdefault(where, 0)
-        out[deployment][where] += 1
+        out.setdefault(name.split("#")[1], {}).setdefault(where, 0)
+        out[name.split("#")[1]][where] += 1
     return out
 
 
