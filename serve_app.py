@@ -108,7 +108,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             rollout=config.rollout,
             model=config.model if colocated else None,
         )
-        nodes = {"rate_limiter": limiter, **({} if colocated else {"model": model}), **optional}
+        nodes = {"rate_limiter": limiter, **({"model": model} if model is not None else {}), **optional}
         return front.bind(
             config=config.ingress,
             first=None,

@@ -70,10 +70,13 @@ async def construct(cls: type, *args, **kwargs) -> Any:
 
 
 class ColocatedModel:
-    """Ingress methods for `topology: colocated` (mixed into it; `_own_model` is its own
-    replica object's handle, None in the other topologies)."""
+    """Ingress methods for `topology: colocated` (mixed into it; they read its `_nodes`)."""
 
-    _own_model: LocalHandle | None = None
+    @property
+    def _own_model(self) -> LocalHandle | None:
+        """Its own model replica object (colocated); None where "model" is a deployment."""
+        model = getattr(self, "_nodes", {}).get("model")
+        return model if isinstance(model, LocalHandle) else None
 
     async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> ModelAnswer:
         """The stable model's answer: the canary controller's golden runs ask it here, as

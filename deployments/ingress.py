@@ -77,7 +77,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         rate limiter and model and on `breaker` (colocated: the model too, ColocatedModel)."""
         if in_process is not None:
             local = await in_process.build(nodes, breaker)
-            first, nodes, self._own_model = local["antispam"], {**local, **nodes}, local.get("model")
+            first, nodes = local["antispam"], {**local, **nodes}
         self._config = config
         self._first = first
         self._nodes = nodes

@@ -69,8 +69,8 @@ class OwnModel:
 
 class Front(ColocatedModel):
     def __init__(self, own: OwnModel | None):
-        self._own_model = LocalHandle(own) if own is not None else None
-        self._nodes = {"model": self._own_model}
+        # Colocated, "model" is its own object; otherwise a model deployment's handle.
+        self._nodes = {"model": LocalHandle(own) if own is not None else object()}
 
 
 def test_a_colocated_ingress_is_as_healthy_as_its_engine_and_answers_for_the_stable_side():

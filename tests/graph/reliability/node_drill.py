@@ -130,8 +130,9 @@ def replicas_by_node(app: str) -> dict[str, dict[str, int]]:
             except Exception:
                 pass
         where = nodes.get(node, "gone" if node != "unreachable" else node)
-        out.setdefault(name.split("#")[1], {}).setdefault(where, 0)
-        out[name.split("#")[1]][where] += 1
+        deployment = name.split("#")[1]
+        out.setdefault(deployment, {}).setdefault(where, 0)
+        out[deployment][where] += 1
     return out
 
 
