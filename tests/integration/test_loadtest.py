@@ -99,7 +99,7 @@ def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them
     same decoder with the same prompt and label choice (a), the graph in generate mode from
     serve_config.yaml (c), the report's LLM goals."""
     args = run.parser().parse_args(
-        ["--regime", "llm", "--stage-users", "100,300", "--user-scale", "0.02", "--stage-seconds", "6"]
+        ["--regime", "llm", "--stage-users", "300", "--user-scale", "0.02", "--stage-seconds", "6"]
         + ["--max-p99-ms", "30000", "--max-error-rate", "0.05", "--max-requests", "3000", "--out", str(tmp_path)]
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -147,3 +147,31 @@ def test_length_batches_cover_every_row_once_with_less_padding():
     plain = [order[i : i + 32] for i in range(0, 1000, 32)]
     padded = lambda bs: sum(max(lengths[i] for i in b) * len(b) for b in bs)  # noqa: E731
     assert padded(batches) < 0.8 * padded(plain)
+
+
+def test_edge_classifier_fitted_on_used_columns_answers_as_a_fit_on_all_of_them():
+    from sklearn.linear_model import LogisticRegression
+
+    from models.edge_classifier import N_FEATURES, _matrix, featurize, train_edge_classifier
+
+    rows = [
+        ("where is my parcel", "order_status"),
+        ("my order has not arrived", "order_status"),
+        ("我的包裹在哪里", "order_status"),
+        ("I forgot my password", "password_reset"),
+        ("reset my password please", "password_reset"),
+        ("パスワードを忘れました", "password_reset"),
+        ("refund my money", "refund_request"),
+        ("I want a refund", "refund_request"),
+    ]
+    labels = ["order_status", "password_reset", "refund_request"]
+    edge, _ = train_edge_classifier(rows, labels, "v", c=1.0)
+    full = LogisticRegression(C=1.0, max_iter=2000).fit(
+        _matrix([t for t, _ in rows]), [labels.index(y) for _, y in rows]
+    )
+    used = {int(i) for t, _ in rows for i in featurize(t)[0]}
+    assert not edge._coef_t[sorted(set(range(N_FEATURES)) - used)].any()
+    for text in ["where is my order", "password forgotten", "退款", "hello there"]:
+        want = full.predict_proba(_matrix([text]))[0]
+        got = edge.predict(text)
+        assert got.label == labels[int(want.argmax())] and abs(got.confidence - want.max()) < 1e-3, (text, got, want)
