@@ -11,6 +11,7 @@ FLAVOR=${TICKETSERVE_FLAVOR:-$(command -v nvidia-smi >/dev/null 2>&1 && echo gpu
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.ticketserve-installed
 want="$(sha256sum pyproject.toml | cut -c1-16)-$FLAVOR"
+check=  # pid of the install's import check, when this run installs
 # pip's settings (indexes, wheel folders, constraints) as uv's environment: uv reads no
 # pip configuration. Values of every scope; uv adds up links and indexes as pip does.
 pip_setting() { .venv/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'\$/\1/p"; }
@@ -46,7 +47,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 .venv/bin/python -m models.build
-if [ -n "${check:-}" ]; then
+if [ -n "$check" ]; then
   wait "$check"
   echo "$want" > "$stamp"
 fi

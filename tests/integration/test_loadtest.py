@@ -110,7 +110,7 @@ def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them
     graph_args = {**config["applications"][0]["args"], "antispam": LENIENT_ANTISPAM}
     codes = {}
     # The peer starts while the graph deploys (two engine starts at once: ~40 s of CI saved),
-    # and both are loaded at once (12 s more): at this size the run checks the pieces fit,
+    # and both are loaded at once (the test 100 -> 65 s): at this size it checks the pieces fit,
     # not the figures, which `loadtest.run` measures one target at a time.
     with run.vllm_server(llm_regime_dir, tmp_path, run._peer_env(env), generate=True, wait=False) as peer:
         with running(ray_serve, "llm", graph_args), ThreadPoolExecutor(1) as pool:
