@@ -123,6 +123,11 @@ class TicketEngine(Protocol):
         """Computes a prefix so later prompts starting with it hit the prefix cache."""
         return None
 
+    async def warm_up(self, request_id: str) -> bool:
+        """Pays the engine's one-time cost of a first request before the replica takes
+        traffic; False where there is none to pay."""
+        return False
+
     def batch_capacity(self) -> int:
         """Most sequences the engine can hold at once."""
         ...

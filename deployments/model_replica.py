@@ -60,6 +60,10 @@ class ModelReplica:
         # The engine class follows config.engine.mode (vLLM's, or the fake for graph tests).
         self._engine = start_engine(config.engine, config.engine.model_dir)
         self._source = serve.get_replica_context().replica_id.unique_id
+        # Before Serve marks the replica ready, so no ticket waits for it.
+        started = self._clock()
+        warmed = await self._engine.warm_up(f"warm-up-{self._source}")
+        self._warm_up_ms = round((self._clock() - started) * 1000, 1) if warmed else None
         self._controls = ReplicaControls(config, self._engine, breaker, self._source, self._clock)
         # vLLM refuses two in-flight requests with one id; clients may reuse X-Request-ID.
         self._sequence = itertools.count()
@@ -161,6 +165,7 @@ class ModelReplica:
             "waiting": slots.waiting,
             "batch_cap": self._controls.batching.cap,
             "restart_reason": self._controls.restart_reason,
+            "warm_up_ms": self._warm_up_ms,
         }
 
     async def ping(self) -> str:

@@ -185,6 +185,14 @@ class VLLMGenerateEngine(_VLLMEngine):
         ):
             pass
 
+    async def warm_up(self, request_id: str) -> bool:
+        # vLLM sets up its structured-output backend (xgrammar's vocabulary tables) and
+        # compiles the label grammar on the first constrained request: 2.4 s on the tiny
+        # decoder here (the next ones 0.03 s), which the first tickets after every deploy,
+        # restart or scale-up would otherwise wait; the grammar stays cached.
+        await self.predict("Where is my order?", request_id)
+        return True
+
     async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> Prediction:
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams

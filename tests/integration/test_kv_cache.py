@@ -115,6 +115,13 @@ def test_generate_mode_answers_one_of_the_labels(kv_graph):
         assert body["model_version"].startswith("tiny-decoder")
 
 
+def test_a_generate_replica_compiles_the_label_grammar_before_it_takes_traffic(ray_serve, kv_graph):
+    # vLLM compiles the structured-output grammar on its first constrained request (2.4 s on
+    # the tiny decoder), which the first ticket after a start would otherwise wait.
+    stats = ray_serve.get_deployment_handle("ModelReplica", APP).stats.remote().result(timeout_s=10)
+    assert stats["warm_up_ms"] is not None and stats["warm_up_ms"] > 0, stats
+
+
 def test_same_prefix_requests_go_to_the_same_replica(ray_serve, kv_graph):
     send_round(kv_graph, rounds=6)
     served = served_by(ray_serve, uses=24)
