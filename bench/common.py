@@ -151,5 +151,6 @@ def start_serve(port: int) -> None:
     from deployments.ray_env import apply_ray_env
 
     apply_ray_env()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    # Its own cluster, never the one scripts/serve.sh left running (see tests/conftest.py).
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": "127.0.0.1", "port": port})

@@ -65,7 +65,12 @@ def ray_serve():
     from deployments.ray_env import apply_ray_env
 
     apply_ray_env()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _metrics_export_port=METRICS_PORT)
+    # "local": a cluster of the tests' own even where another Ray runs on this machine (the
+    # head scripts/serve.sh starts and leaves up, a RAY_ADDRESS): ray.init() alone would join
+    # that one, and refuses num_cpus there.
+    ray.init(
+        address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _metrics_export_port=METRICS_PORT
+    )
     serve.start(http_options={"host": "127.0.0.1", "port": HTTP_PORT})
     yield serve
     serve.shutdown()
