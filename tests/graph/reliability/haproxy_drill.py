@@ -43,6 +43,10 @@ CASES = [
 
 def run(time_delete: bool = True) -> dict:
     env = cluster_env(ROOT, haproxy=True)
+    # Serve's HAProxy binds fixed stats and metrics ports (8404, 9101) on every host: an
+    # HAProxy-mode Serve already on this machine (scripts/serve.sh's) holds them.
+    for key in ("RAY_SERVE_HAPROXY_STATS_PORT", "RAY_SERVE_HAPROXY_METRICS_PORT"):
+        env.setdefault(key, str(free_port()))
     # Read when ray is imported: the driver speaks to the cluster the way its node does.
     keys = (*RAY_ENV, *HAPROXY_ENV, "RAY_AUTH_MODE")
     os.environ.update({k: v for k, v in env.items() if k in keys})
