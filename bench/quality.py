@@ -50,6 +50,7 @@ DATASETS = {
 CLINC_VAL = SHARED_DATA / "clinc150" / "val.csv"
 PORT = 18100
 CPU_TICKETS = 400
+RETRIES = 5  # tries per ticket while the graph answers 429 or 503
 
 
 def load_split(name: str, seed: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -82,19 +83,41 @@ def out_of_scope_sets() -> dict[str, list[tuple[str, str]]]:
     return dict(sets)
 
 
-async def ask(url: str, bodies: list[dict], concurrency: int = 8) -> list[dict | None]:
+async def ask(
+    url: str, bodies: list[dict], concurrency: int = 8, errors: dict[str, int] | None = None
+) -> list[dict | None]:
+    """Answers in order; None where none came. A 429 or 503 is retried after its Retry-After
+    as the contract asks a client to, so a refusal under load is not scored as a wrong
+    label; `errors` counts why the unanswered ones failed (status and error code)."""
     limit = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
 
         async def one(body: dict) -> dict | None:
             async with limit:
-                try:
-                    r = await client.post("/v1/classify", json=body)
-                except httpx.HTTPError:
-                    return None
-            return r.json() if r.status_code == 200 else None
+                for _ in range(RETRIES):
+                    try:
+                        r = await client.post("/v1/classify", json=body)
+                    except httpx.HTTPError as e:
+                        reason = type(e).__name__
+                        break
+                    if r.status_code == 200:
+                        return r.json()
+                    reason = f"{r.status_code} {_error_code(r)}"
+                    if r.status_code not in (429, 503):
+                        break
+                    await asyncio.sleep(float(r.headers.get("retry-after", 1)))
+            if errors is not None:
+                errors[reason] = errors.get(reason, 0) + 1
+            return None
 
         return await asyncio.gather(*(one(b) for b in bodies))
+
+
+def _error_code(response: httpx.Response) -> str:
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return "not the contract's JSON"
 
 
 def flagged(answer: dict) -> bool:
@@ -293,12 +316,16 @@ def served(name: str, train, test, settings: TrainSettings) -> dict:
         train_s = time.perf_counter() - start
     app = f"d-{name}-{settings.base}"
     serve.run(bind_graph(graph_config(out)), name=app, route_prefix=f"/{app}")
-    answers = asyncio.run(ask(f"http://127.0.0.1:{PORT}/{app}", [{"text": t} for t, _ in test], concurrency=16))
+    errors: dict[str, int] = {}
+    answers = asyncio.run(
+        ask(f"http://127.0.0.1:{PORT}/{app}", [{"text": t} for t, _ in test], concurrency=16, errors=errors)
+    )
     serve.delete(app)
     return {
         "model_version": meta.version,
         "accuracy": float(np.mean([a is not None and a["label"] == lab for a, (_, lab) in zip(answers, test)])),
         "errors": sum(a is None for a in answers),
+        "error_reasons": errors,
         "train_seconds": round(train_s, 1),
         "validation": meta.extra.get("validation", {}),
     }
