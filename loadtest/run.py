@@ -49,6 +49,7 @@ from deployments.config import EDGE_OFF
 from deployments.device_readings import cuda_available
 from deployments.ray_env import cluster_env
 from loadtest.options import add_shared, forward, scaled_stage_users
+from loadtest.pinning import EnginePinner, parse_cpus
 from loadtest.report import (
     abuse,
     cost_per_million,
@@ -113,6 +114,13 @@ def parser() -> argparse.ArgumentParser:
         help="Serve's HTTP front on a Ray this command starts: its HAProxy mode (the served default) "
         "or the Python proxy (deployments/ray_env.py)",
     )
+    p.add_argument(
+        "--engine-cpus",
+        default=None,
+        help="e.g. 1: every vLLM engine on these CPUs, one thread per CPU, everything else on the "
+        "others, the peers' and the graph's alike; a CPU box standing in for a GPU node "
+        "(loadtest/pinning.py; needs a Ray this command starts)",
+    )
     p.add_argument("--out", type=Path, default=None, help="default bench/results/loadtest/<UTC time>")
     return p
 
@@ -127,11 +135,27 @@ def main() -> int:
     allowed = {*GRAPH_TARGETS, "vllm"} | (set() if llm else {"offline"})
     if unknown := set(targets) - allowed:
         p.error(f"unknown targets {sorted(unknown)} for --regime {args.regime}; allowed: {', '.join(sorted(allowed))}")
+    try:
+        engine_cpus = parse_cpus(args.engine_cpus) if args.engine_cpus else None
+    except ValueError as e:
+        p.error(str(e))
+    if engine_cpus and _ray_running(os.environ):
+        p.error("--engine-cpus needs a Ray this command starts (its processes must stay off the engine's CPUs)")
+    with EnginePinner(engine_cpus) if engine_cpus else contextlib.nullcontext():
+        return _run_suite(args, targets, llm, engine_cpus)
+
+
+def _run_suite(args, targets: list[str], llm: bool, engine_cpus: set[int] | None) -> int:
     out = args.out or ROOT / "bench" / "results" / "loadtest" / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
     env = cluster_env(ROOT, haproxy=args.proxy == "haproxy")
     model_dir = _llm_model_dir(args.llm_shape) if llm else _model_dir(args.config)
-    model_args = _llm_graph_args(model_dir, args.max_p99_ms) if llm else {}
+    threads = len(engine_cpus) if engine_cpus else None
+    if engine_cpus:
+        env["OMP_NUM_THREADS"] = str(threads)  # vLLM's server keeps the one it finds
+    model_args = _llm_graph_args(model_dir, args.max_p99_ms, threads) if llm else {}
+    if threads and not llm:
+        model_args = {"model": {"engine": {"cpu_threads": threads}}}
     started_ray, exit_codes, offline = None, {}, None
     try:
         for target in targets:
@@ -164,8 +188,11 @@ def main() -> int:
                 offline_json.unlink(missing_ok=True)
                 # vLLM's engine sometimes aborts in its C++ teardown at interpreter exit, after
                 # the result is written: the result file, not the exit code, says it ran.
+                # Its engine runs inside it (one process): all of it goes on the engine's CPUs.
+                pinned = ["taskset", "-c", ",".join(map(str, sorted(engine_cpus)))] if engine_cpus else []
                 _run(
                     [
+                        *pinned,
                         sys.executable,
                         "-m",
                         "bench.offline_rate",
@@ -280,6 +307,12 @@ def _markdown(summary: dict, users: list[int], judged: int) -> str:
         f"{summary['settings']['batch_size']} ticket(s) per request.",
         "",
     ]
+    if summary["settings"]["engine_cpus"] != "None":
+        lines += [
+            f"Engines on CPUs {summary['settings']['engine_cpus']} (one thread per CPU), everything else "
+            "on the others (--engine-cpus).",
+            "",
+        ]
     for s in summary["targets"].values():
         v = s["verdict"]
         lines += [
@@ -341,9 +374,13 @@ def _run(cmd: list[str], env: dict, check: bool = True) -> int:
     return subprocess.run(cmd, env=env, cwd=ROOT, check=check).returncode
 
 
+def _ray_running(env) -> bool:
+    return subprocess.run(["ray", "status"], env=env, capture_output=True, check=False).returncode == 0
+
+
 def _ensure_ray(env: dict, metrics_port: int) -> bool:
     """True when this command started Ray (and stops it at the end)."""
-    if subprocess.run(["ray", "status"], env=env, capture_output=True, check=False).returncode == 0:
+    if _ray_running(env):
         return False
     _run(
         [
@@ -369,14 +406,15 @@ def _model_dir(config: Path) -> str:
     return str(model_dir if model_dir.is_absolute() else ROOT / model_dir)
 
 
-def _llm_graph_args(model_dir: str, slo_ms: float) -> dict:
+def _llm_graph_args(model_dir: str, slo_ms: float, threads: int | None) -> dict:
     """serve_config.yaml's graph in generate mode on the decoder, its latency triggers moved
     from the CPU classifier's 2 s SLO to the regime's (--max-p99-ms): at the shipped 2 s a
     call of a loaded 0.5B decoder (1.6-6 s here) counts as slow, and the breaker opened.
-    The decoder computes on every core, as vLLM's server does (the classifier on one)."""
+    The decoder computes on every core, as vLLM's server does (the classifier on one), or
+    with `threads` (--engine-cpus)."""
     return {
         "model": {
-            "engine": {"mode": "generate", "model_dir": model_dir, "cpu_threads": os.cpu_count()},
+            "engine": {"mode": "generate", "model_dir": model_dir, "cpu_threads": threads or os.cpu_count()},
             "batching": {"shrink_above_p95_ms": slo_ms / 2},
         },
         "ingress": {"admission": {"target_p99_ms": slo_ms}},
