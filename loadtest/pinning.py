@@ -14,7 +14,8 @@ import threading
 
 import psutil
 
-# vLLM names its engine-core process so (setproctitle); the kernel's name keeps 15 chars.
+# vLLM names its engine-core process "VLLM::EngineCore" (setproctitle); the kernel's name
+# keeps 15 characters, and psutil gives the whole title back where the command line has it.
 ENGINE_PROCESS_NAME = "VLLM::EngineCor"
 
 
@@ -52,9 +53,9 @@ class EnginePinner:
     """Keeps this process and its children off `engine_cpus`, and every engine-core process
     (found by name, whoever started it) on them, until stopped."""
 
-    def __init__(self, engine_cpus: set[int], interval_s: float = 0.5, process_name: str = ENGINE_PROCESS_NAME):
+    def __init__(self, engine_cpus: set[int], interval_s: float = 0.5, name_prefix: str = ENGINE_PROCESS_NAME):
         self.engine_cpus = engine_cpus
-        self.process_name = process_name
+        self.name_prefix = name_prefix
         self.rest = os.sched_getaffinity(0) - engine_cpus
         self._interval_s = interval_s
         self._stop = threading.Event()
@@ -73,7 +74,7 @@ class EnginePinner:
 
     def sweep(self) -> None:
         for proc in psutil.process_iter(["name"]):
-            if proc.info["name"] == self.process_name:
+            if (proc.info["name"] or "").startswith(self.name_prefix):
                 try:
                     pin(proc.pid, self.engine_cpus)
                     self.pinned.add(proc.pid)

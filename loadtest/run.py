@@ -423,12 +423,13 @@ def _llm_graph_args(model_dir: str, slo_ms: float, threads: int | None) -> dict:
 
 
 def _llm_model_dir(shape: str) -> str:
-    """The regime's decoder, built on first use (qwen2-0.5b: about a minute, 1.4 GB)."""
-    from models.artifacts import METADATA_FILE
+    """The regime's decoder, built on first use (qwen2-0.5b: about a minute, 1.4 GB), and
+    again where it was built before its edge pre-classifier had gates of its own."""
+    from models.artifacts import METADATA_FILE, ModelMetadata
     from models.tiny_decoder import build_tiny_decoder
 
     out = LLM_MODELS / f"llm-{shape}"
-    if not (out / METADATA_FILE).exists():
+    if not (out / METADATA_FILE).exists() or not ModelMetadata.load(out).edge_min_confidence:
         print(f"building a random-weight {shape} decoder in {out}", flush=True)
         build_tiny_decoder(out, shape=shape, edge_classifier=True)
     return str(out)

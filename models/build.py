@@ -412,21 +412,28 @@ def validate(
     if oos is not None:
         report["out_of_scope"] = [asdict(f) for f in calibration.compare_oos_methods(probs, y, oos, threshold)]
     if edge is not None:
-        gates = {}
-        guesses = [edge.predict(t) for t, _, _ in val_rows]
-        for lang in langs + ["*"]:
-            pick = [
-                i
-                for i, (g, r) in enumerate(zip(guesses, val_rows))
-                if g.label in edge_intents and (lang == "*" or r[2] == lang)
-            ]
-            gates[lang] = calibration.edge_gate(
-                np.array([guesses[i].confidence for i in pick]),
-                np.array([guesses[i].label == val_rows[i][1] for i in pick]),
-                right[pick],
-            )
-        report["edge_min_confidence"] = gates
+        report["edge_min_confidence"] = edge_gates(edge, val_rows, edge_intents, right)
     return report
+
+
+def edge_gates(edge, val_rows: list[tuple[str, str, str]], edge_intents: set[str], model_right) -> dict[str, float]:
+    """The pre-classifier's gate per language of `val_rows` and for all of them ("*"): where
+    its answers on the intents it may answer are as accurate as the model's (`model_right`,
+    per row) on the same tickets."""
+    guesses = [edge.predict(t) for t, _, _ in val_rows]
+    gates = {}
+    for lang in sorted({lang for _, _, lang in val_rows}) + ["*"]:
+        pick = [
+            i
+            for i, (g, r) in enumerate(zip(guesses, val_rows))
+            if g.label in edge_intents and (lang == "*" or r[2] == lang)
+        ]
+        gates[lang] = calibration.edge_gate(
+            np.array([guesses[i].confidence for i in pick]),
+            np.array([guesses[i].label == val_rows[i][1] for i in pick]),
+            np.asarray(model_right)[pick],
+        )
+    return gates
 
 
 def build(

@@ -90,6 +90,9 @@ def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, t
     edge = EdgeClassifier.load(llm_regime_dir)
     assert edge.model_version == meta.version and edge.labels == meta.labels
     assert edge.predict("I forgot my password and cannot log in").label in meta.labels
+    # Gated per language on held-out bundled tickets against the stand-in model accuracy.
+    assert set(meta.edge_min_confidence) == {"en", "ja", "zh", "*"}
+    assert all(0.3 <= gate < 1.0 for gate in meta.edge_min_confidence.values()), meta.edge_min_confidence
     with pytest.raises(ValueError, match="qwen2-0.5b"):
         build_tiny_decoder(tmp_path / "bad", shape="llama-70b")
 

@@ -12,12 +12,13 @@ from loadtest.pinning import EnginePinner, parse_cpus
 CPUS = sorted(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs two CPUs this process may use")
 
-# A stand-in engine: renames itself as vLLM's engine core does (under a name of its own, so
-# that no real engine of this test session is moved), starts a second thread.
-NAME = "tspin-engine"
+# A stand-in engine: names itself as vLLM's engine core does, with setproctitle and a title
+# over the kernel's 15 characters (its own, so that no real engine of this test session is
+# moved), and starts a second thread.
+TITLE = "tspin::EngineCore"
 ENGINE = f"""
-import ctypes, threading, time
-ctypes.CDLL(None).prctl(15, b"{NAME}", 0, 0, 0)
+import setproctitle, threading, time
+setproctitle.setproctitle("{TITLE}")
 threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
 print("ready", flush=True)
 time.sleep(60)
@@ -52,7 +53,7 @@ def test_sweep_pins_every_thread_of_an_engine_process_and_no_other():
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         assert engine.stdout.readline().strip() == "ready"
-        pinner = EnginePinner(engine_cpus, process_name=NAME)
+        pinner = EnginePinner(engine_cpus, name_prefix=TITLE[:15])
         assert pinner.rest == set(CPUS) - engine_cpus
         deadline = time.monotonic() + 10
         while engine.pid not in pinner.pinned and time.monotonic() < deadline:
