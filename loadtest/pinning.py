@@ -36,17 +36,14 @@ def parse_cpus(text: str) -> set[int]:
     return cpus
 
 
-def pin(pid: int, cpus: set[int]) -> int:
-    """Every thread of `pid` onto `cpus`; the threads that moved."""
-    moved = 0
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` onto `cpus`."""
     for thread in psutil.Process(pid).threads():
         try:
             if os.sched_getaffinity(thread.id) != cpus:
                 os.sched_setaffinity(thread.id, cpus)
-                moved += 1
-        except (ProcessLookupError, PermissionError):  # the thread ended meanwhile
+        except ProcessLookupError:  # the thread ended meanwhile
             continue
-    return moved
 
 
 class EnginePinner:
