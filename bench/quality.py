@@ -216,12 +216,11 @@ def frozen_baseline(base: str = "e5-small") -> dict:
     build's own rule."""
     from sklearn.linear_model import LogisticRegression
 
-    from models.build import is_validation, read_rows_with_lang
+    from models.build import calibration_split, read_rows_with_lang
     from models.calibration import review_threshold
 
     rows = read_rows_with_lang(BUNDLED_DATA, "text", "label")
-    train = [r for r in rows if not is_validation(r[0])]
-    val = [r for r in rows if is_validation(r[0])]
+    train, val = calibration_split(rows)
     clf = LogisticRegression(C=10.0, max_iter=2000)
     clf.fit(embed([t for t, _, _ in train], base), [lab for _, lab, _ in train])
 

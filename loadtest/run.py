@@ -150,12 +150,12 @@ def _run_suite(args, targets: list[str], llm: bool, engine_cpus: set[int] | None
     out.mkdir(parents=True, exist_ok=True)
     env = cluster_env(ROOT, haproxy=args.proxy == "haproxy")
     model_dir = _llm_model_dir(args.llm_shape) if llm else _model_dir(args.config)
-    threads = len(engine_cpus) if engine_cpus else None
+    model_args = _llm_graph_args(model_dir, args.max_p99_ms) if llm else {}
+    pinned_args = {}
     if engine_cpus:
-        env["OMP_NUM_THREADS"] = str(threads)  # vLLM's server keeps the one it finds
-    model_args = _llm_graph_args(model_dir, args.max_p99_ms, threads) if llm else {}
-    if threads and not llm:
-        model_args = {"model": {"engine": {"cpu_threads": threads}}}
+        # One engine thread per engine CPU, in the graph and (vLLM keeps the one it finds) the peers.
+        env["OMP_NUM_THREADS"] = str(len(engine_cpus))
+        pinned_args = {"model": {"engine": {"cpu_threads": len(engine_cpus)}}}
     started_ray, exit_codes, offline = None, {}, None
     try:
         for target in targets:
@@ -164,7 +164,7 @@ def _run_suite(args, targets: list[str], llm: bool, engine_cpus: set[int] | None
                 if started_ray is None:  # not before: the peers run without Ray beside them
                     started_ray = _ensure_ray(env, args.metrics_port)
                 config = _graph_config(
-                    args.config, [model_args, GRAPH_TARGETS[target]], out / f"serve_config.{target}.yaml"
+                    args.config, [model_args, pinned_args, GRAPH_TARGETS[target]], out / f"serve_config.{target}.yaml"
                 )
                 deployed = time.time()
                 _run(["serve", "deploy", str(config)], env)
@@ -406,15 +406,14 @@ def _model_dir(config: Path) -> str:
     return str(model_dir if model_dir.is_absolute() else ROOT / model_dir)
 
 
-def _llm_graph_args(model_dir: str, slo_ms: float, threads: int | None) -> dict:
+def _llm_graph_args(model_dir: str, slo_ms: float) -> dict:
     """serve_config.yaml's graph in generate mode on the decoder, its latency triggers moved
     from the CPU classifier's 2 s SLO to the regime's (--max-p99-ms): at the shipped 2 s a
     call of a loaded 0.5B decoder (1.6-6 s here) counts as slow, and the breaker opened.
-    The decoder computes on every core, as vLLM's server does (the classifier on one), or
-    with `threads` (--engine-cpus)."""
+    The decoder computes on every core, as vLLM's server does (the classifier on one)."""
     return {
         "model": {
-            "engine": {"mode": "generate", "model_dir": model_dir, "cpu_threads": threads or os.cpu_count()},
+            "engine": {"mode": "generate", "model_dir": model_dir, "cpu_threads": os.cpu_count()},
             "batching": {"shrink_above_p95_ms": slo_ms / 2},
         },
         "ingress": {"admission": {"target_p99_ms": slo_ms}},

@@ -93,10 +93,6 @@ def base_model_dir(base: str = "e5-small") -> Path:
     raise SystemExit(f"unknown base {base!r}; bases are {', '.join(BASES)}")
 
 
-def read_rows(path: Path, text_col: str, label_col: str) -> list[tuple[str, str]]:
-    return [(t, lab) for t, lab, _ in read_rows_with_lang(path, text_col, label_col)]
-
-
 def read_rows_with_lang(path: Path, text_col: str, label_col: str) -> list[tuple[str, str, str]]:
     """(text, label, lang); lang is "" where the file has no `lang` column."""
     with open(path, encoding="utf-8-sig", newline="") as f:
@@ -122,6 +118,13 @@ def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
 
 def is_validation(text: str) -> bool:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < VALIDATION_SHARE
+
+
+def calibration_split(
+    rows: list[tuple[str, str, str]],
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """(training rows, the hashed validation share held out for calibration and gates)."""
+    return [r for r in rows if not is_validation(r[0])], [r for r in rows if is_validation(r[0])]
 
 
 def training_precision(settings: TrainSettings, cpu_flags: set[str] | None = None) -> str:
@@ -455,8 +458,7 @@ def build(
             return existing
     rows = read_rows_with_lang(data, text_col, label_col)
     labels = sorted({lab for _, lab, _ in rows})
-    train_rows = [r for r in rows if not is_validation(r[0])]
-    val_rows = [r for r in rows if is_validation(r[0])]
+    train_rows, val_rows = calibration_split(rows)
     print(
         f"training {settings.base} on {len(train_rows)} rows ({len(val_rows)} held out for calibration), "
         f"{len(labels)} labels from {data}",

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from models.artifacts import ModelMetadata, tokenizer_hash
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, ROOT, edge_gates, is_validation, read_rows, read_rows_with_lang
+from models.build import BUNDLED_DATA, BUNDLED_INTENTS, ROOT, calibration_split, edge_gates, read_rows_with_lang
 from models.edge_classifier import train_edge_classifier
 
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "tiny-decoder"
@@ -64,8 +64,8 @@ def build_tiny_decoder(
 
     intents = yaml.safe_load(BUNDLED_INTENTS.read_text())
     labels = [item["name"] for item in intents]
-    rows = read_rows(BUNDLED_DATA, "text", "label")
-    corpus = [text for text, _ in rows] + labels
+    rows = read_rows_with_lang(BUNDLED_DATA, "text", "label")
+    corpus = [text for text, _, _ in rows] + labels
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -119,10 +119,8 @@ def build_tiny_decoder(
         # Its labels are the intents; the bundled out-of-scope rows have none to learn. Trained
         # and gated on the default model's split of the same rows, as `models.build` does.
         known = set(labels)
-        lang_rows = [r for r in read_rows_with_lang(BUNDLED_DATA, "text", "label") if r[1] in known]
-        val_rows = [r for r in lang_rows if is_validation(r[0])]
-        train_rows = [(t, lab) for t, lab, _ in lang_rows if not is_validation(t)]
-        edge = train_edge_classifier(train_rows, labels, version)[0]
+        train_rows, val_rows = calibration_split([r for r in rows if r[1] in known])
+        edge = train_edge_classifier([(t, lab) for t, lab, _ in train_rows], labels, version)[0]
         edge.save(out)
         simple = {name for name, tier in meta.tiers.items() if tier == "simple"}
         meta.edge_min_confidence = edge_gates(edge, val_rows, simple, [STAND_IN_MODEL_ACCURACY] * len(val_rows))

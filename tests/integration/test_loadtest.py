@@ -106,7 +106,7 @@ def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them
         + ["--max-p99-ms", "30000", "--max-error-rate", "0.05", "--max-requests", "3000", "--out", str(tmp_path)]
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    regime = run._llm_graph_args(llm_regime_dir, args.max_p99_ms, None)
+    regime = run._llm_graph_args(llm_regime_dir, args.max_p99_ms)
     regime["model"]["engine"]["gpu_memory_utilization"] = GENERATE_KV_FRACTION  # engines share this machine
     config = yaml.safe_load(run._graph_config(args.config, [regime, {}], tmp_path / "graph.yaml").read_text())
     graph_args = {**config["applications"][0]["args"], "antispam": LENIENT_ANTISPAM}

@@ -13,7 +13,7 @@ from models.build import (
     TrainSettings,
     fingerprint,
     is_validation,
-    read_rows,
+    read_rows_with_lang,
     read_tiers,
     training_precision,
 )
@@ -52,15 +52,16 @@ def test_read_rows_names_missing_columns(tmp_path):
     path = tmp_path / "d.csv"
     _write_csv(path, [("hi", "a"), ("yo", "b")], header=("utterance", "intent"))
     with pytest.raises(SystemExit, match="intent"):
-        read_rows(path, "text", "label")
-    assert read_rows(path, "utterance", "intent") == [("hi", "a"), ("yo", "b")]
+        read_rows_with_lang(path, "text", "label")
+    # No lang column: every row's language is "".
+    assert read_rows_with_lang(path, "utterance", "intent") == [("hi", "a", ""), ("yo", "b", "")]
 
 
 def test_read_rows_drops_blank_rows_and_needs_two_labels(tmp_path):
     path = tmp_path / "d.csv"
     _write_csv(path, [("hi", "a"), ("  ", "a"), ("x", "")])
     with pytest.raises(SystemExit, match="two labels"):
-        read_rows(path, "text", "label")
+        read_rows_with_lang(path, "text", "label")
 
 
 def test_labels_without_a_tier_are_regular():
