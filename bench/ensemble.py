@@ -22,22 +22,18 @@ import time
 import numpy as np
 
 from bench.common import print_table, write_results
-from bench.quality import DATASETS, embed, load_split
+from bench.quality import DATASETS, embed, frozen_classifier, load_split
 from models.build import BASES, TrainSettings, base_model_dir, calibration_split, predict_logits, train
+from models.calibration import softmax
 
 
 def fine_tuned(rows, labels: list[str], test_texts: list[str], settings: TrainSettings) -> np.ndarray:
     model, tokenizer, _ = train(rows, labels, base_model_dir(settings.base), settings)
-    logits = predict_logits(model, tokenizer, test_texts, settings)
-    e = np.exp(logits - logits.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
+    return softmax(predict_logits(model, tokenizer, test_texts, settings))
 
 
 def frozen(rows, labels: list[str], test_texts: list[str], base: str) -> np.ndarray:
-    from sklearn.linear_model import LogisticRegression
-
-    clf = LogisticRegression(C=10.0, max_iter=2000)
-    clf.fit(embed([t for t, _ in rows], base), [lab for _, lab in rows])
+    clf = frozen_classifier([t for t, _ in rows], [lab for _, lab in rows], base)
     # predict_proba's columns follow clf.classes_, sorted like `labels`.
     assert list(clf.classes_) == labels
     return clf.predict_proba(embed(test_texts, base))

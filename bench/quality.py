@@ -214,15 +214,12 @@ def frozen_baseline(base: str = "e5-small") -> dict:
     split, judged offline on the same golden and out-of-scope sets (no graph: no
     templates, no edge). Its review threshold is read off the validation split by the
     build's own rule."""
-    from sklearn.linear_model import LogisticRegression
-
     from models.build import calibration_split, read_rows_with_lang
     from models.calibration import review_threshold
 
     rows = read_rows_with_lang(BUNDLED_DATA, "text", "label")
     train, val = calibration_split(rows)
-    clf = LogisticRegression(C=10.0, max_iter=2000)
-    clf.fit(embed([t for t, _, _ in train], base), [lab for _, lab, _ in train])
+    clf = frozen_classifier([t for t, _, _ in train], [lab for _, lab, _ in train], base)
 
     def answer(texts: list[str]) -> list[dict]:
         probs = clf.predict_proba(embed(texts, base))
@@ -291,11 +288,16 @@ def embed(texts: list[str], base: str) -> np.ndarray:
     return np.concatenate(out)
 
 
-def baseline(train, test, base: str) -> dict:
+def frozen_classifier(texts: list[str], labels: list[str], base: str):
+    """Logistic regression on the frozen base encoder's mean-pooled features of `texts`:
+    every frozen baseline of the benchmarks."""
     from sklearn.linear_model import LogisticRegression
 
-    clf = LogisticRegression(C=10.0, max_iter=2000)
-    clf.fit(embed([t for t, _ in train], base), [lab for _, lab in train])
+    return LogisticRegression(C=10.0, max_iter=2000).fit(embed(texts, base), labels)
+
+
+def baseline(train, test, base: str) -> dict:
+    clf = frozen_classifier([t for t, _ in train], [lab for _, lab in train], base)
     pred = clf.predict(embed([t for t, _ in test], base))
     return {"accuracy": float(np.mean([p == lab for p, (_, lab) in zip(pred, test)]))}
 
