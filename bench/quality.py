@@ -12,6 +12,11 @@ Per served model (serve_config.yaml's graph with the edge tier on, over HTTP):
   bundled held-out set (models/data/oos_eval.csv: en, zh, ja), as the share answered
   `out_of_scope` and the share flagged at all;
 - expected calibration error of the served confidence over those answers;
+- English tickets written by others: Bitext's customer-service set (../shared/data,
+  intents mapped by loadkit.bitext, documented in docs/quality.md), as accuracy, the share
+  of right answers flagged and the share of answers wrong and unflagged, overall, per route
+  (template, edge, model) and per Bitext style tag; the trade-off of the review threshold
+  on these answers (PNG beside the results, the model's threshold marked);
 - served CPU-ms per model-path ticket: every process's CPU over fresh tickets sent with
   the edge tier off, divided by the tickets answered.
 
@@ -37,10 +42,20 @@ import httpx
 import numpy as np
 
 from bench.common import cpu_seconds, graph_config, print_table, start_serve, write_results
-from loadkit.mix import BITEXT, SHARED_DATA
-from models import golden
+from loadkit.bitext import BITEXT, SHARED_DATA, ExternalTicket, load_bitext
+from models import calibration, golden
 from models.artifacts import OUT_OF_SCOPE, ModelMetadata
-from models.build import BUNDLED_DATA, DEFAULT_OUT, OOS_EVAL, ROOT, TrainSettings, base_model_dir, build
+from models.build import (
+    BUNDLED_DATA,
+    DEFAULT_OUT,
+    OOS_EVAL,
+    ROOT,
+    TrainSettings,
+    base_model_dir,
+    build,
+    draw_tradeoff,
+    held_back_texts,
+)
 from models.calibration import answer_calibration_error
 
 DATASETS = {
@@ -125,7 +140,8 @@ def flagged(answer: dict) -> bool:
 
 
 def judge(url: str) -> dict:
-    """Golden set, out-of-scope sets and calibration of one served graph at `url`."""
+    """Golden set, out-of-scope sets, calibration and (where ../shared is present) Bitext's
+    tickets of one served graph at `url`."""
     items = golden.load()
     answers = asyncio.run(
         ask(
@@ -137,7 +153,72 @@ def judge(url: str) -> dict:
         name: (len(rows), asyncio.run(ask(url, [{"text": t, "lang": lang, "user_id": "quality"} for t, lang in rows])))
         for name, rows in out_of_scope_sets().items()
     }
-    return score(items, answers, oos)
+    result = score(items, answers, oos)
+    if BITEXT.exists():
+        tickets = load_bitext()
+        errors: dict[str, int] = {}
+        bodies = [{"text": t.text, "user_id": "quality"} for t in tickets]
+        result["bitext"] = score_external(tickets, asyncio.run(ask(url, bodies, concurrency=16, errors=errors)))
+        result["bitext"]["error_reasons"] = errors
+    return result
+
+
+def score_external(tickets: list[ExternalTicket], answers: list[dict | None]) -> dict:
+    """Other people's tickets: over the mapped ones, accuracy (unanswered count as wrong),
+    the share of right answers flagged, and the share of answers wrong and not flagged,
+    overall, per route and per style tag; where the unmapped intents went; the review
+    trade-off as (threshold, right flagged, wrong unflagged) over the answers' confidences."""
+    mapped = [(t, a) for t, a in zip(tickets, answers) if t.accepted]
+
+    def figures(pairs: list) -> dict:
+        got = [(t, a) for t, a in pairs if a]
+        right = [a for t, a in got if a["label"] in t.accepted]
+        return {
+            "n": len(pairs),
+            "answered": len(got),
+            "accuracy": _share([bool(a) and a["label"] in t.accepted for t, a in pairs]),
+            "right_flagged": _share([flagged(a) for a in right]),
+            "wrong_unflagged": _share([a["label"] not in t.accepted and not flagged(a) for t, a in got]),
+        }
+
+    by_route: dict[str, list] = defaultdict(list)
+    by_flag: dict[str, list] = defaultdict(list)
+    by_intent: dict[str, list] = defaultdict(list)
+    for t, a in mapped:
+        if a:
+            by_route[a["route"]].append((t, a))
+        for flag in t.flags:
+            by_flag[flag].append((t, a))
+        by_intent[t.intent].append((t, a))
+    unmapped: dict[str, list] = defaultdict(list)
+    for t, a in zip(tickets, answers):
+        if not t.accepted and a:
+            unmapped[t.intent].append(a)
+    return {
+        "all": figures(mapped),
+        "by_route": {route: figures(pairs) for route, pairs in sorted(by_route.items())},
+        "by_style_flag": {flag: figures(pairs) for flag, pairs in sorted(by_flag.items())},
+        "by_intent": {intent: figures(pairs) for intent, pairs in sorted(by_intent.items())},
+        "unmapped": {
+            intent: {
+                "answered": len(got),
+                "flagged": _share([flagged(a) for a in got]),
+                "labels": dict(sorted(_count(a["label"] for a in got).items(), key=lambda kv: -kv[1])[:3]),
+            }
+            for intent, got in sorted(unmapped.items())
+        },
+        "tradeoff": review_tradeoff([(t.accepted, a) for t, a in mapped if a]),
+    }
+
+
+def review_tradeoff(answers: list[tuple[tuple[str, ...], dict]]) -> list[tuple[float, float, float]]:
+    """The review threshold's trade-off over served answers ((accepted labels, answer))."""
+    return calibration.review_tradeoff(
+        np.array([a["confidence"] for _, a in answers]),
+        np.array([a["label"] in ok for ok, a in answers]),
+        np.array([a["label"] == OUT_OF_SCOPE for _, a in answers]),
+        np.array([a["route"] == "template" for _, a in answers]),
+    )
 
 
 def score(items: list, answers: list[dict | None], oos: dict[str, tuple[int, list[dict | None]]]) -> dict:
@@ -165,9 +246,18 @@ def score(items: list, answers: list[dict | None], oos: dict[str, tuple[int, lis
             if a["route"] != "template":
                 conf.append(a["confidence"])
                 ok.append(a["label"] == OUT_OF_SCOPE)
+    per_lang = {
+        lang: {
+            "right_flagged": _share([flagged(a) for i, a in pairs if a["label"] == i.intent]),
+            "wrong_unflagged": _share([a["label"] != i.intent and not flagged(a) for i, a in pairs]),
+        }
+        for lang in sorted({i.lang for i in items})
+        for pairs in [[(i, a) for i, a in zip(items, answers) if a and i.lang == lang]]
+    }
     return {
         "golden": {k: result[k] for k in ("tickets", "answered", "accuracy", "by_lang", "by_case", "route_agreement")},
         "golden_right_flagged": _share([flagged(a) for a in right]),
+        "golden_flags_by_lang": per_lang,
         "out_of_scope": out,
         "served_ece": round(answer_calibration_error(np.array(conf), np.array(ok)), 4),
         "served_answers_judged": len(conf),
@@ -201,7 +291,11 @@ def judge_model(name: str, model_dir: Path) -> dict:
 
     meta = ModelMetadata.load(model_dir)
     serve.run(bind_graph(graph_config(model_dir, edge=True)), name=f"q-{name}", route_prefix=f"/q-{name}")
-    out = {"model_version": meta.version, **judge(f"http://127.0.0.1:{PORT}/q-{name}")}
+    out = {
+        "model_version": meta.version,
+        "review_threshold": meta.review_threshold,
+        **judge(f"http://127.0.0.1:{PORT}/q-{name}"),
+    }
     serve.delete(f"q-{name}")
     serve.run(bind_graph(graph_config(model_dir, edge=False)), name=f"c-{name}", route_prefix=f"/c-{name}")
     out["served_cpu"] = served_cpu_ms(f"http://127.0.0.1:{PORT}/c-{name}")
@@ -218,7 +312,7 @@ def frozen_baseline(base: str = "e5-small") -> dict:
     from models.calibration import review_threshold
 
     rows = read_rows_with_lang(BUNDLED_DATA, "text", "label")
-    train, val = calibration_split(rows)
+    train, val = calibration_split(rows, held_back_texts(BUNDLED_DATA))
     clf = frozen_classifier([t for t, _, _ in train], [lab for _, lab, _ in train], base)
 
     def answer(texts: list[str]) -> list[dict]:
@@ -242,6 +336,46 @@ def frozen_baseline(base: str = "e5-small") -> dict:
     }
 
 
+def offline(model_dir: Path) -> dict:
+    """A built model's own forward pass (the served probabilities, tests/integration checks
+    they agree) on the golden and out-of-scope sets and Bitext's tickets: the model route
+    alone, no graph, templates or edge tier; flags by its review threshold. Minutes where
+    the served judge takes a quarter of an hour: for comparing builds."""
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from models.build import predict_logits
+
+    meta = ModelMetadata.load(model_dir)
+    model = BertForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    settings = TrainSettings(pooling="mean" if (model_dir / "modules.json").exists() else "cls")
+
+    def answer(texts: list[str]) -> list[dict]:
+        probs = calibration.softmax(predict_logits(model, tokenizer, texts, settings))
+        return [
+            {
+                "label": meta.labels[int(p.argmax())],
+                "confidence": float(p.max()),
+                "route": "model",
+                "needs_review": float(p.max()) < (meta.review_threshold or 0.5),
+            }
+            for p in probs
+        ]
+
+    items = golden.load()
+    oos = {name: (len(rows), answer([t for t, _ in rows])) for name, rows in out_of_scope_sets().items()}
+    result = {
+        "model_version": f"{meta.version}, offline",
+        "review_threshold": meta.review_threshold,
+        **score(items, answer([i.text for i in items]), oos),
+        "served_cpu": {"cpu_ms_per_ticket": float("nan")},
+    }
+    if BITEXT.exists():
+        tickets = load_bitext()
+        result["bitext"] = score_external(tickets, answer([t.text for t in tickets]))
+    return result
+
+
 def model_rows(results: dict[str, dict]) -> list[dict]:
     rows = []
     for name, r in results.items():
@@ -255,6 +389,11 @@ def model_rows(results: dict[str, dict]) -> list[dict]:
         }
         for set_name, o in r["out_of_scope"].items():
             row[f"oos {set_name}: labelled / flagged"] = f"{o['labelled_out_of_scope']:.2f} / {o['flagged']:.2f}"
+        if "bitext" in r:
+            b = r["bitext"]["all"]
+            row["bitext: accuracy / right flagged / wrong unflagged"] = (
+                f"{b['accuracy']:.3f} / {b['right_flagged']:.3f} / {b['wrong_unflagged']:.3f}"
+            )
         row["served ECE"] = f"{r['served_ece']:.3f}"
         row["CPU-ms / model ticket"] = f"{r['served_cpu']['cpu_ms_per_ticket']:.1f}"
         rows.append(row)
@@ -363,12 +502,18 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3, help="with --dataset: fine-tuning epochs")
     p.add_argument("--label-smoothing", type=float, default=0.0, help="with --dataset: cross-entropy label smoothing")
     p.add_argument(
+        "--offline",
+        action="store_true",
+        help="judge the --model directories by their own forward pass (model route only, no graph)",
+    )
+    p.add_argument(
         "--frozen-baseline",
         action="store_true",
         help="also judge frozen e5-small + logistic regression (offline) on the same sets",
     )
     a = p.parse_args()
-    start_serve(PORT)
+    if not a.offline:
+        start_serve(PORT)
     if a.dataset:
         rows = []
         for name in a.dataset:
@@ -394,10 +539,22 @@ def main() -> None:
         print_table(rows)
         return
     models = dict(m.split("=", 1) for m in a.model) if a.model else {"default": str(DEFAULT_OUT)}
-    results = {name: judge_model(name, Path(d)) for name, d in models.items()}
+    if a.offline:
+        results = {name: offline(Path(d)) for name, d in models.items()}
+    else:
+        results = {name: judge_model(name, Path(d)) for name, d in models.items()}
     if a.frozen_baseline:
         results["frozen baseline"] = frozen_baseline()
-    write_results("quality", results)
+    path = write_results("quality-offline" if a.offline else "quality", results)
+    curves = {name: r["bitext"]["tradeoff"] for name, r in results.items() if "bitext" in r}
+    if curves:
+        chosen = {name: r["review_threshold"] for name, r in results.items() if r.get("review_threshold") is not None}
+        draw_tradeoff(
+            curves,
+            chosen,
+            path.with_name(f"{path.stem}-review-tradeoff.png"),
+            "Served answers to Bitext's English tickets (written by others)",
+        )
     print_table(model_rows(results))
 
 

@@ -146,7 +146,11 @@ class ModelReplica:
         meta = self._engine.metadata
         return {
             "model_version": meta.version,
-            "labels": [{"name": label, "tier": tier} for label, tier in meta.label_tiers().items()],
+            "labels": [
+                {"name": label, "tier": tier, **meta.taxonomy.get("labels", {}).get(label, {})}
+                for label, tier in meta.label_tiers().items()
+            ],
+            "boundaries": meta.taxonomy.get("boundaries", []),
             "reserved": [label for label in meta.labels if label == OUT_OF_SCOPE],
             "review_threshold": meta.review_threshold,
             "edge_min_confidence": meta.edge_min_confidence,

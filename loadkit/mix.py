@@ -16,31 +16,13 @@ from pathlib import Path
 
 import yaml
 
+from loadkit.bitext import BITEXT, BITEXT_LABELS
+
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = ROOT / "models" / "data" / "tickets.csv"
 BUNDLED_INTENTS = ROOT / "models" / "data" / "intents.yaml"
-SHARED_DATA = ROOT.parent / "shared" / "data"
-BITEXT = SHARED_DATA / "bitext_cs_8k" / "Bitext_Sample_Customer_Service_Training_Dataset.csv"
-# Bitext intents with a clear counterpart among the bundled intents; the rest are left out.
-BITEXT_TO_BUNDLED = {
-    "recover_password": "password_reset",
-    "track_order": "order_status",
-    "track_refund": "track_refund",
-    "get_invoice": "invoice_request",
-    "check_invoice": "invoice_request",
-    "create_account": "create_account",
-    "delivery_options": "shipping_options",
-    "contact_human_agent": "human_agent",
-    "edit_account": "update_account_info",
-    "cancel_order": "cancel_order",
-    "change_order": "change_order",
-    "get_refund": "refund_request",
-    "delete_account": "delete_account",
-    "change_shipping_address": "shipping_address",
-    "set_up_shipping_address": "shipping_address",
-    "payment_issue": "payment_issue",
-    "complaint": "complaint",
-}
+# Bitext intents with a counterpart among the bundled labels; the rest are left out.
+BITEXT_TO_BUNDLED = {intent: labels[0] for intent, labels in BITEXT_LABELS.items()}
 # Share of tickets by the tier of their intent: simple ones are what templates and the
 # pre-classifier answer ("templated"), complex ones need the model.
 MIX = {"simple": 0.38, "regular": 0.45, "complex": 0.17}

@@ -40,6 +40,19 @@ def tokenizer_hash(model_dir: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
+def answer_digest(model_dir: str | Path, settings: dict, edge_weights: bytes = b"") -> str:
+    """sha256 over what decides a served model's answers: its weights, tokenizer files,
+    the edge pre-classifier's weights and `settings` (labels, pooling, thresholds)."""
+    h = hashlib.sha256()
+    with open(Path(model_dir, "model.safetensors"), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    h.update(tokenizer_hash(model_dir).encode())
+    h.update(edge_weights)
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    return h.hexdigest()
+
+
 def metadata_mtime_ns(model_dir: str | Path) -> int | None:
     """When the directory's metadata last changed (None: no metadata): a cheap check for a
     directory rebuilt in place, without reading it."""
@@ -68,6 +81,9 @@ class ModelMetadata:
     review_threshold: float | None = None
     # Pre-classifier probability needed to answer at the edge, per language ("*": any).
     edge_min_confidence: dict[str, float] = field(default_factory=dict)
+    # What each label covers and the rules between them (models.taxonomy); {} where the
+    # build had none (a model trained on other data).
+    taxonomy: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def save(self, model_dir: str | Path) -> None:

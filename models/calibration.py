@@ -72,6 +72,26 @@ def review_threshold(confidence_of_right: np.ndarray, max_flagged: float = 0.05)
     return float(ranked[allowed]) if allowed < len(ranked) else float(ranked[-1])
 
 
+def review_tradeoff(
+    confidence: np.ndarray, right: np.ndarray, always: np.ndarray, never: np.ndarray | None = None
+) -> list[tuple[float, float, float]]:
+    """(threshold, share of right answers flagged, share of answers wrong and unflagged) for
+    thresholds 0.00-1.00: an answer is flagged when `always` (out_of_scope) or below the
+    threshold, unless `never` (a template's)."""
+    never = np.zeros(len(confidence), dtype=bool) if never is None else never
+    out = []
+    for t in np.round(np.arange(0.0, 1.0001, 0.01), 2):
+        flag = ~never & (always | (confidence < t))
+        out.append(
+            (
+                float(t),
+                float(flag[right].mean()) if right.any() else 0.0,
+                float((~flag & ~right).mean()) if len(right) else 0.0,
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class Flagging:
     """Out-of-scope recall against the share of right in-scope answers flagged."""

@@ -73,6 +73,10 @@ class EdgeClassifier:
         best = int(probs.argmax())
         return EdgePrediction(self.labels[best], float(probs[best]))
 
+    def weights_bytes(self) -> bytes:
+        """What decides its answers: labels and weights (not the model it is paired with)."""
+        return "\n".join(self.labels).encode() + self._coef_t.tobytes() + self._intercept.tobytes()
+
     def save(self, model_dir: str | Path) -> None:
         np.savez_compressed(
             Path(model_dir, EDGE_FILE),

@@ -25,7 +25,7 @@ from models.build import ROOT
 
 GOLDEN = ROOT / "models" / "data" / "golden.csv"
 ROUTES = ("template", "edge", "model")
-CASES = ("typical", "negation", "two_intents", "typo", "code_switch", "long")
+CASES = ("typical", "negation", "two_intents", "typo", "code_switch", "long", "boundary")
 # Where an answer's route says it came from, in the golden set's terms: a cached answer
 # is a model answer served again.
 ANSWER_ROUTE = {"template": "template", "edge_model": "edge", "model": "model", "cache": "model"}

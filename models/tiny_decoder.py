@@ -20,7 +20,15 @@ from pathlib import Path
 import yaml
 
 from models.artifacts import ModelMetadata, tokenizer_hash
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, ROOT, calibration_split, edge_gates, read_rows_with_lang
+from models.build import (
+    BUNDLED_DATA,
+    BUNDLED_INTENTS,
+    ROOT,
+    calibration_split,
+    edge_gates,
+    held_back_texts,
+    read_rows_with_lang,
+)
 from models.edge_classifier import train_edge_classifier
 
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "tiny-decoder"
@@ -119,7 +127,7 @@ def build_tiny_decoder(
         # Its labels are the intents; the bundled out-of-scope rows have none to learn. Trained
         # and gated on the default model's split of the same rows, as `models.build` does.
         known = set(labels)
-        train_rows, val_rows = calibration_split([r for r in rows if r[1] in known])
+        train_rows, val_rows = calibration_split([r for r in rows if r[1] in known], held_back_texts(BUNDLED_DATA))
         edge = train_edge_classifier([(t, lab) for t, lab, _ in train_rows], labels, version)[0]
         edge.save(out)
         simple = {name for name, tier in meta.tiers.items() if tier == "simple"}

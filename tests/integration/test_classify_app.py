@@ -42,6 +42,11 @@ def test_labels_lists_every_intent_with_its_tier(app):
     names = {item["name"] for item in body["labels"]}
     assert len(names) >= 25 and {"refund_request", "password_reset", "human_agent"} <= names
     assert {item["tier"] for item in body["labels"]} <= {"simple", "regular", "complex", "reserved"}
+    # The written taxonomy the model was built with (docs/labels.md), label by label.
+    order = next(item for item in body["labels"] if item["name"] == "order_status")
+    assert order["covers"] and {"when", "label"} <= set(order["not"][0]) and order["examples"]
+    agent = next(b for b in body["boundaries"] if b["id"] == "agent_about_topic")
+    assert agent["rule"] and {e["label"] for e in agent["examples"]} >= {"invoice_request", "human_agent"}
 
 
 def test_healthz_and_openapi(app):

@@ -75,3 +75,12 @@ def test_bad_rows_are_refused_with_the_allowed_values(tmp_path):
     bad.write_text(GOLDEN.read_text(encoding="utf-8").splitlines()[0] + "\nhello,order_status,en,fast,typical\n")
     with pytest.raises(ValueError, match="'fast'.*template"):
         load(bad)
+
+
+def test_every_boundary_rule_has_golden_cases():
+    from models.taxonomy import load as load_taxonomy
+
+    golden = {(i.text, i.intent, i.lang) for i in ITEMS if i.case == "boundary"}
+    examples = {(e.text, e.label, e.lang) for b in load_taxonomy().boundaries for e in b.examples}
+    assert examples == golden
+    assert all(len(b.examples) >= 2 for b in load_taxonomy().boundaries)
