@@ -22,7 +22,7 @@ from models.artifacts import ModelMetadata, metadata_mtime_ns
 from models.edge_classifier import EdgeClassifier
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
-from policies.edge_route import edge_answer, fallback_answer
+from policies.edge_route import edge_answer, edge_gates, fallback_answer
 from policies.language import Identify, detect_language
 from policies.micro_batch import MicroBatchConfig
 from policies.retry import RetryConfig
@@ -142,13 +142,12 @@ class EdgeRouter:
         self._thresholds: dict[str, float | None] = {meta.version: meta.review_threshold}
         self._dir_version: str | None = meta.version
         self._metadata_mtime_ns = metadata_mtime_ns(model_dir)
-        # The build read a gate per language off validation tickets, where the edge's
+        # The build read a gate per language off calibration tickets, where the edge's
         # answers were at least as accurate as the model's; a configured value overrides it.
-        gates = meta.edge_min_confidence or {}
         self._edge_gates = (
             {"*": config.pre_classifier_min_confidence}
             if config.pre_classifier_min_confidence is not None
-            else {"*": DEFAULT_EDGE_GATE, **gates}
+            else edge_gates({"*": DEFAULT_EDGE_GATE, **(meta.edge_min_confidence or {})}, meta.review_threshold)
         )
         self._pre_classifier = self._load_pre_classifier() if config.pre_classifier_enabled else None
         self._cache: LruTtlCache[tuple[str, bytes, str], tuple[str, float]] = LruTtlCache(

@@ -456,15 +456,21 @@ def validate(
         calibration.reliability_bins(probs, y),
         eces,
         out / "reliability.png",
-        f"{out.name}: {len(val_rows)} calibration tickets",
+        f"{out.name.removesuffix('.tmp')}: {len(val_rows)} calibration tickets",
     )
     flag = (pred == oos) | (conf < threshold) if oos is not None else conf < threshold
+    # The threshold's trade-off on in-scope tickets: out-of-scope answers are flagged at any threshold.
     curves = {
-        name: calibration.review_tradeoff(conf[part_of == name], right[part_of == name], (pred == oos)[part_of == name])
+        name: calibration.review_tradeoff(conf[pick], right[pick], (pred == oos)[pick])
         for name in parts
+        for pick in [in_scope & (part_of == name)]
     }
+    model_name = out.name.removesuffix(".tmp")
     draw_tradeoff(
-        curves, dict.fromkeys(parts, threshold), out / "review_tradeoff.png", f"{out.name}: calibration mix by part"
+        curves,
+        dict.fromkeys(parts, threshold),
+        out / "review_tradeoff.png",
+        f"{model_name}: in-scope tickets of the calibration mix",
     )
     langs = sorted({lang for _, _, lang in val_rows})
     report = {

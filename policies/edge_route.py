@@ -32,6 +32,14 @@ class EdgeAnswer:
     degraded: bool = False
 
 
+def edge_gates(built: dict[str, float], review_threshold: float | None) -> dict[str, float]:
+    """The pre-classifier's gate per language: the build's, raised to the model's review
+    threshold. An edge answer is final and never read by the model, so one the service
+    would flag `needs_review` is not worth giving: below the threshold the model answers."""
+    floor = review_threshold or 0.0
+    return {lang: max(gate, floor) for lang, gate in built.items()}
+
+
 def edge_answer(
     cached: tuple[str, float] | None,
     template: Template | None,

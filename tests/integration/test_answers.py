@@ -58,11 +58,13 @@ def test_labels_lists_out_of_scope_as_reserved(app):
 def test_golden_set_per_language(app):
     result = evaluate(str(app.base_url), tenant="golden-per-language")
     assert not result["unanswered"]
-    # docs/quality.md: 0.96 overall, each language above 0.93 when built; a drop below
-    # these floors is a regression, not noise (the build is deterministic).
-    assert result["accuracy"] >= 0.93, result["by_lang"]
+    # docs/quality.md: 0.97 overall and in each language when built; a drop below these
+    # floors is a regression, not a ticket or two of build-to-build noise.
+    assert result["accuracy"] >= 0.95, result["by_lang"]
     for lang in ("en", "zh", "ja"):
-        assert result["by_lang"][lang]["accuracy"] >= 0.9, result["by_lang"]
+        assert result["by_lang"][lang]["accuracy"] >= 0.93, result["by_lang"]
+    # The boundary rules of docs/labels.md, which the model learned from the bundled rows.
+    assert result["by_case"]["boundary"]["accuracy"] >= 0.85, result["by_case"]
 
 
 def test_served_probabilities_are_the_builds_own_calibrated_forward(app, default_model_dir):

@@ -117,7 +117,9 @@ def test_templates_never_answer_a_bundled_ticket_as_another_intent():
                     continue
                 (out_of_scope if row["label"] == OUT_OF_SCOPE else wrong).append(row["text"])
     assert wrong == []
-    assert len(out_of_scope) <= 2, out_of_scope
+    # Shop words about other services (a router's password, a taxi app's receipts): the
+    # bundled rows that teach the pre-classifier to veto them.
+    assert len(out_of_scope) <= 5, out_of_scope
 
 
 def test_the_edge_order_cache_then_template_then_a_sure_pre_classifier():
@@ -151,3 +153,11 @@ def test_the_fallback_order_stale_cache_then_degraded_guess_else_refuse():
     assert fallback_answer("degraded", ("refund_request", 0.9), guess).route == "degraded"
     assert fallback_answer("reject", ("refund_request", 0.9), guess) is None
     assert fallback_answer("degraded", None, None) is None
+
+
+def test_edge_gates_never_fall_below_the_review_threshold():
+    from policies.edge_route import edge_gates
+
+    built = {"en": 0.49, "zh": 0.96, "*": 0.64}
+    assert edge_gates(built, 0.78) == {"en": 0.78, "zh": 0.96, "*": 0.78}
+    assert edge_gates(built, None) == built
