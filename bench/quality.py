@@ -553,7 +553,7 @@ def main() -> None:
             curves,
             chosen,
             path.with_name(f"{path.stem}-review-tradeoff.png"),
-            "Served answers to Bitext's English tickets (written by others)",
+            "Bitext (English, written by others), served",
         )
     print_table(model_rows(results))
 

@@ -50,7 +50,7 @@ def test_negated_template_goes_to_the_model(app):
 
 @pytest.mark.parametrize(
     "text, label",
-    [("remove my old credit card", "change_payment_method"), ("可以用手机号注册吗", "create_account")],
+    [("remove my old credit card", "change_payment_method"), ("how do i sign up for an account", "create_account")],
 )
 def test_edge_model_route_for_confident_simple_intents(app, text, label):
     body = app.post("/v1/classify", json={"text": text}).json()
