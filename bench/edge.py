@@ -33,11 +33,10 @@ from bench.common import (
     write_results,
 )
 from deployments.api import ApiError, normalize_text
+from loadkit.bitext import BITEXT, SHARED_DATA
 from loadkit.mix import (
-    BITEXT,
     BITEXT_TO_BUNDLED,
     MIX,
-    SHARED_DATA,
     read_csv,
     spam_texts,
 )

@@ -344,6 +344,7 @@ def offline(model_dir: Path) -> dict:
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     from models.build import predict_logits
+    from policies.review import needs_review
 
     meta = ModelMetadata.load(model_dir)
     model = BertForSequenceClassification.from_pretrained(model_dir).eval()
@@ -357,7 +358,9 @@ def offline(model_dir: Path) -> dict:
                 "label": meta.labels[int(p.argmax())],
                 "confidence": float(p.max()),
                 "route": "model",
-                "needs_review": float(p.max()) < (meta.review_threshold or 0.5),
+                "needs_review": needs_review(
+                    meta.labels[int(p.argmax())], float(p.max()), "model", None, meta.review_threshold
+                ),
             }
             for p in probs
         ]

@@ -150,8 +150,8 @@ def calibration_split(
 ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(training rows, the rows held out for calibration and gates: the hashed validation
     share and every `held_back` text)."""
-    val = [r for r in rows if is_validation(r[0]) or r[0] in held_back]
-    return [r for r in rows if not (is_validation(r[0]) or r[0] in held_back)], val
+    held_out = [is_validation(r[0]) or r[0] in held_back for r in rows]
+    return [r for r, out in zip(rows, held_out) if not out], [r for r, out in zip(rows, held_out) if out]
 
 
 def calibration_mix(
@@ -172,7 +172,8 @@ def with_noisy_copies(rows: list[tuple[str, str, str]], share: float, seed: int)
     """`rows` plus a noisy copy of a random `share` of them (where noise changes the text)."""
     rng = random.Random(seed)
     copies = [(noise.noisy(t, lang, seed), lab, lang) for t, lab, lang in rows if rng.random() < share]
-    return rows + [c for c in copies if c[0] not in {t for t, _, _ in rows}]
+    texts = {t for t, _, _ in rows}
+    return rows + [c for c in copies if c[0] not in texts]
 
 
 def training_precision(settings: TrainSettings, cpu_flags: set[str] | None = None) -> str:
@@ -451,12 +452,13 @@ def validate(
         calibration.review_threshold(conf[in_scope & right & (part_of == name)], MAX_FLAGGED_RIGHT) for name in parts
     )
     eces = calibration.expected_calibration_error(raw, y), calibration.expected_calibration_error(probs, y)
+    model_name = out.name.removesuffix(".tmp")
     draw_reliability(
         calibration.reliability_bins(raw, y),
         calibration.reliability_bins(probs, y),
         eces,
         out / "reliability.png",
-        f"{out.name.removesuffix('.tmp')}: {len(val_rows)} calibration tickets",
+        f"{model_name}: {len(val_rows)} calibration tickets",
     )
     flag = (pred == oos) | (conf < threshold) if oos is not None else conf < threshold
     # The threshold's trade-off on in-scope tickets: out-of-scope answers are flagged at any threshold.
@@ -465,7 +467,6 @@ def validate(
         for name in parts
         for pick in [in_scope & (part_of == name)]
     }
-    model_name = out.name.removesuffix(".tmp")
     draw_tradeoff(
         curves,
         dict.fromkeys(parts, threshold),
