@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from policies.adaptive import AdaptiveThreshold, AdaptiveThresholdConfig
 
 _WORD = re.compile(r"\w+")
-_LATIN_WORD = re.compile(r"[a-z]+")
+# Letters beside digits are an id ("Q12345", "A1B2C3"), not a word: the letter-pair model
+# reads words only, and ids are the random_share rule's to judge.
+_LATIN_WORD = re.compile(r"(?<![a-z0-9])[a-z]+(?![a-z0-9])")
 _LATIN_TOKEN = re.compile(r"[a-z0-9]+")
 _VOWELS = frozenset("aeiouy")
 _CONSONANT_RUN = re.compile(r"[b-df-hj-np-tv-xz]{5,}")

@@ -59,6 +59,28 @@ def test_legitimate_texts_pass(text):
     assert check(text) is None
 
 
+def test_every_bundled_ticket_passes_the_rules_at_their_strictest():
+    """Load tests draw from the bundled tickets, half of them with an order reference: one
+    the content rules could refuse, once their thresholds have adapted to their strictest,
+    ends as a 422 where the load test wants an answer."""
+    default = SpamRulesConfig()
+    strictest = default.model_copy(
+        update={
+            "repeat_ratio": default.repeat_ratio.model_copy(update={"initial": default.repeat_ratio.lower_bound}),
+            "entropy_bits": default.entropy_bits.model_copy(update={"initial": default.entropy_bits.upper_bound}),
+        }
+    )
+    with open(PROJECT_ROOT / "models" / "data" / "tickets.csv", encoding="utf-8") as f:
+        texts = [row["text"] for row in csv.DictReader(f)]
+    refused = [
+        (text, rule)
+        for text in texts
+        for variant in (text, f"{text} #Q12345")
+        if (rule := SpamRules(strictest, LETTERS).check(normalize_text(variant, 10_000)))
+    ]
+    assert refused == []
+
+
 @pytest.mark.parametrize(
     "text, rule",
     [
