@@ -56,6 +56,7 @@ from models.artifacts import (
     tokenizer_hash,
 )
 from models.edge_classifier import train_edge_classifier
+from models.frozen import bottom_states, top_pooled
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = ROOT / "models" / "data" / "tickets.csv"
@@ -65,7 +66,7 @@ OOS_EVAL = ROOT / "models" / "data" / "oos_eval.csv"
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "default"
 BASES_DIR = ROOT / "artifacts" / "bases"
 # Bump when the training code changes what it builds, so existing models are rebuilt.
-RECIPE_VERSION = 8
+RECIPE_VERSION = 9
 BASES = ("e5-small", "minilm")
 PRECISIONS = ("auto", "bf16", "fp32")
 # CPU flags of native bf16 matrix products: where autocast halves a fine-tuning step.
@@ -98,6 +99,9 @@ class TrainSettings:
     precision: str = "auto"
     # Share of training rows that also train as a noisy copy (models.noise).
     noise_share: float = 0.0
+    # Encoder layers (from the bottom) that stay as pretrained: their output is computed
+    # once (models.frozen), and each step runs only the layers above them.
+    frozen_layers: int = 4
 
 
 def base_model_dir(base: str = "e5-small") -> Path:
@@ -205,11 +209,16 @@ def fingerprint(data: Path, settings: TrainSettings, base: Path, extra_files: tu
 
 
 def _batches(tokenizer, texts: list[str], settings: TrainSettings):
-    for start in range(0, len(texts), settings.batch_size):
+    """(indices into `texts`, their tokenizer output) per batch, texts of similar length
+    together: a batch is padded to its longest text, and in a mixed one padding is
+    about a third of the tokens."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for start in range(0, len(order), settings.batch_size):
+        indices = order[start : start + settings.batch_size]
         yield (
-            start,
+            indices,
             tokenizer(
-                texts[start : start + settings.batch_size],
+                [texts[i] for i in indices],
                 padding=True,
                 truncation=True,
                 max_length=settings.max_length_tokens,
@@ -252,11 +261,11 @@ def write_pooling_files(out: Path, pooling: str) -> None:
 def predict_logits(model, tokenizer, texts: list[str], settings: TrainSettings) -> np.ndarray:
     import torch
 
-    out = []
+    out = np.zeros((len(texts), model.config.num_labels), dtype=np.float32)
     with torch.no_grad():
-        for _, enc in _batches(tokenizer, texts, settings):
-            out.append(forward(model, enc, settings.pooling).float().numpy())
-    return np.concatenate(out) if out else np.zeros((0, model.config.num_labels), dtype=np.float32)
+        for indices, enc in _batches(tokenizer, texts, settings):
+            out[indices] = forward(model, enc, settings.pooling).float().numpy()
+    return out
 
 
 def train(
@@ -289,6 +298,11 @@ def train(
     # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
     unknown = sorted({ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]})
     if unknown:
+        if settings.frozen_layers:
+            raise SystemExit(
+                f"--frozen-layers {settings.frozen_layers}: {settings.base}'s vocabulary lacks characters of the "
+                "data, whose new embeddings must train; use --frozen-layers 0"
+            )
         tokenizer.add_tokens(unknown)
         model.resize_token_embeddings(len(tokenizer))
     else:
@@ -301,8 +315,38 @@ def train(
     with torch.no_grad():
         model.bert.pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
         model.bert.pooler.dense.bias.zero_()
+    frozen = settings.frozen_layers
+    if not 0 <= frozen <= model.config.num_hidden_layers:
+        raise SystemExit(f"--frozen-layers {frozen}: {settings.base} has 0 to {model.config.num_hidden_layers} layers")
+    texts = [t for t, _ in rows]
+    bf16 = training_precision(settings) == "bf16"
+    states = None
+    if frozen:
+        for module in (model.bert.embeddings, *model.bert.encoder.layer[:frozen]):
+            module.requires_grad_(False)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            states = bottom_states(model, _batches(tokenizer, texts, settings), frozen)
+
+    def pooled(indices: list[int]):
+        if states is not None:
+            return top_pooled(model, [states[i] for i in indices], frozen, settings.pooling)
+        enc = tokenizer(
+            [texts[i] for i in indices],
+            padding=True,
+            truncation=True,
+            max_length=settings.max_length_tokens,
+            return_tensors="pt",
+        )
+        return pooled_state(model, enc, settings.pooling)
+
+    targets = [label2id[lab] for _, lab in rows]
     if settings.linear_probe:
-        probe_head(model, tokenizer, rows, label2id, settings)
+        model.eval()
+        features = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            for indices, _ in _batches(tokenizer, texts, settings):
+                features[indices] = pooled(indices).float().numpy()
+        probe_head(model, features, targets, len(labels))
     model.train()
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=settings.label_smoothing)
     steps_per_epoch = (len(rows) + settings.batch_size - 1) // settings.batch_size
@@ -310,27 +354,20 @@ def train(
     optimizer = torch.optim.AdamW(trainable, lr=settings.lr, weight_decay=0.01)
     total = steps_per_epoch * settings.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, total // 10, total)
-    lengths = [
-        len(ids)
-        for ids in tokenizer([t for t, _ in rows], truncation=True, max_length=settings.max_length_tokens)["input_ids"]
-    ]
-    bf16 = training_precision(settings) == "bf16"
+    if states is not None:
+        lengths = [len(s) for s in states]
+    else:
+        lengths = [
+            len(ids) for ids in tokenizer(texts, truncation=True, max_length=settings.max_length_tokens)["input_ids"]
+        ]
     accuracy = 0.0
     with tqdm(total=total, desc="fine-tuning", unit="step", file=sys.stderr) as bar:
         for epoch in range(settings.epochs):
             correct = 0
             for indices in length_batches(lengths, settings.batch_size):
-                batch = [rows[i] for i in indices]
-                enc = tokenizer(
-                    [t for t, _ in batch],
-                    padding=True,
-                    truncation=True,
-                    max_length=settings.max_length_tokens,
-                    return_tensors="pt",
-                )
-                target = torch.tensor([label2id[lab] for _, lab in batch])
+                target = torch.tensor([targets[i] for i in indices])
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    logits = forward(model, enc, settings.pooling).float()
+                    logits = model.classifier(model.dropout(pooled(indices))).float()
                 loss = loss_fn(logits, target)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -360,25 +397,17 @@ def length_batches(lengths: list[int], batch_size: int, pool: int = 8) -> list[l
     return batches
 
 
-def probe_head(
-    model, tokenizer, rows: list[tuple[str, str]], label2id: dict[str, int], settings: TrainSettings
-) -> None:
+def probe_head(model, features: np.ndarray, targets: list[int], num_labels: int) -> None:
     """Linear probe, then fine-tune (LP-FT, Kumar et al. 2022): the classifier starts as a
-    logistic regression on the frozen encoder's pooled features instead of at random, so
+    logistic regression on the frozen encoder's pooled `features` instead of at random, so
     the first steps do not push random-head gradients through the pretrained encoder."""
     import torch
     from sklearn.linear_model import LogisticRegression
 
-    model.eval()
-    with torch.no_grad():
-        features = [
-            pooled_state(model, enc, settings.pooling).numpy()
-            for _, enc in _batches(tokenizer, [t for t, _ in rows], settings)
-        ]
     probe = LogisticRegression(C=10.0, max_iter=1000)
-    probe.fit(np.concatenate(features), [label2id[lab] for _, lab in rows])
-    coef = np.zeros((len(label2id), model.config.hidden_size), dtype=np.float32)
-    intercept = np.zeros(len(label2id), dtype=np.float32)
+    probe.fit(features, targets)
+    coef = np.zeros((num_labels, model.config.hidden_size), dtype=np.float32)
+    intercept = np.zeros(num_labels, dtype=np.float32)
     coef[probe.classes_], intercept[probe.classes_] = probe.coef_, probe.intercept_
     with torch.no_grad():
         model.classifier.weight.copy_(torch.from_numpy(coef))
@@ -671,6 +700,12 @@ def main(argv: list[str] | None = None) -> None:
         default=TrainSettings.noise_share,
         help="share of training rows that also train as a noisy copy (models.noise)",
     )
+    p.add_argument(
+        "--frozen-layers",
+        type=int,
+        default=TrainSettings.frozen_layers,
+        help="encoder layers, from the bottom, that stay as pretrained (0: all train)",
+    )
     p.add_argument("--force", action="store_true", help="retrain even if the model exists")
     a = p.parse_args(argv)
     tiers = a.tiers or (BUNDLED_INTENTS if a.data.resolve() == BUNDLED_DATA else None)
@@ -685,6 +720,7 @@ def main(argv: list[str] | None = None) -> None:
         a.pooling,
         precision=a.precision,
         noise_share=a.noise_share,
+        frozen_layers=a.frozen_layers,
     )
     build(a.data, a.text_col, a.label_col, a.out, tiers, settings, a.force)
 

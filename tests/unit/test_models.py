@@ -176,3 +176,34 @@ def test_edge_classifier_fitted_on_used_columns_answers_as_a_fit_on_all_of_them(
         want = full.predict_proba(_matrix([text]))[0]
         got = edge.predict(text)
         assert got.label == labels[int(want.argmax())] and abs(got.confidence - want.max()) < 1e-3, (text, got, want)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_the_layers_above_frozen_ones_read_what_the_whole_encoder_reads(pooling):
+    """Frozen layers' states computed once, then the layers above them: the pooled
+    features of the whole encoder on the text (eval mode: no dropout)."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from models.build import _batches, base_model_dir, pooled_state
+    from models.frozen import bottom_states, top_pooled
+
+    base = base_model_dir("minilm")
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = BertForSequenceClassification.from_pretrained(base, num_labels=2).eval()
+    texts = ["where is my order", "hi", "I was charged twice for one order last week, please refund one of them"]
+    states = bottom_states(model, _batches(tokenizer, texts, TrainSettings(batch_size=2)), 3)
+    assert [len(s) for s in states] == [len(ids) for ids in tokenizer(texts)["input_ids"]]
+    with torch.no_grad():
+        whole = pooled_state(model, tokenizer(texts, padding=True, return_tensors="pt"), pooling)
+        torch.testing.assert_close(top_pooled(model, states, 3, pooling), whole, atol=1e-5, rtol=1e-4)
+
+
+def test_frozen_layers_are_refused_where_they_cannot_train():
+    from models.build import base_model_dir, train
+
+    base = base_model_dir("minilm")  # 6 layers; its English vocabulary lacks most Chinese characters
+    with pytest.raises(SystemExit, match="--frozen-layers 7: minilm has 0 to 6 layers"):
+        train([("hi", "a"), ("yo", "b")], ["a", "b"], base, TrainSettings(base="minilm", frozen_layers=7))
+    with pytest.raises(SystemExit, match="--frozen-layers 2: minilm's vocabulary lacks"):
+        train([("退款", "a"), ("yo", "b")], ["a", "b"], base, TrainSettings(base="minilm", frozen_layers=2))
