@@ -19,6 +19,7 @@ from ray.serve.handle import DeploymentHandle
 
 from deployments.api import (
     ApiError,
+    EraseRequest,
     ErrorBody,
     ResolveRequest,
     RollbackRequest,
@@ -154,6 +155,12 @@ class AdminEndpoints:
             raise ApiError(404, "not_found", f"no review item {item_id}")
         return item
 
+    async def admin_review_erase(self, body: EraseRequest = Depends(json_body(EraseRequest))) -> dict[str, Any]:
+        """Deletes every stored item of a tenant or an end user (a data-erasure request)."""
+        if body.tenant is None and body.user_id is None:
+            raise ApiError(422, "invalid_request", "give tenant, user_id or both")
+        return {"erased": await self._queue().erase.remote(body.tenant, body.user_id)}
+
     async def admin_review_export(self) -> Response:
         """Resolved items as training rows (CSV text,label,lang) for `python -m models.build --data`."""
         out = io.StringIO()
@@ -171,6 +178,7 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     router.get("/review")(cls.admin_review_items)
     router.get("/review/export")(cls.admin_review_export)
     router.post("/review/{item_id}/resolve", openapi_extra=_documented(ResolveRequest))(cls.admin_review_resolve)
+    router.post("/review/erase", openapi_extra=_documented(EraseRequest))(cls.admin_review_erase)
     router.post("/rollout", openapi_extra=_documented(SplitRequest))(cls.admin_rollout_split)
     router.post("/rollout/promote")(cls.admin_rollout_promote)
     router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)

@@ -166,6 +166,15 @@ class ResolveRequest(BaseModel):
     label: str = Field(description="the correct intent: one of GET /v1/labels")
 
 
+class EraseRequest(BaseModel):
+    """{"tenant": id, "user_id": id}: either or both; every review item that matches is deleted."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    tenant: str | None = Field(None, max_length=256, description="erase this tenant's items")
+    user_id: str | None = Field(None, max_length=256, description="erase this end user's items")
+
+
 class SplitRequest(BaseModel):
     """{"percent": 0-100, "shadow": bool}: either or both."""
 

@@ -193,6 +193,9 @@ class ReviewConfig(Strict):
     record_timeout_ms: float = Field(
         1000.0, gt=0, description="after this without the review queue's answer the ticket is answered unrecorded"
     )
+    retention_days: float = Field(
+        90.0, gt=0, description="items recorded longer ago than this are deleted (at start, then hourly)"
+    )
 
 
 class RolloutConfig(Strict):

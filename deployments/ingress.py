@@ -266,6 +266,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
                 "request_id": request_id,
                 "ticket_id": body.ticket_id,
                 "tenant": body.tenant,
+                "user_id": body.user_id,
                 "text": ticket.text,
                 "lang": result.language,
                 "label": result.label,

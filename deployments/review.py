@@ -2,7 +2,9 @@
 
 `ReviewStore` is a SQLite file (durable across restarts of the graph, one writer);
 `ReviewQueue` is the one deployment that owns it. Resolved items export as training rows
-(`text,label,lang`) for `python -m models.build`.
+(`text,label,lang`) for `python -m models.build`. Personal data in a ticket's text is
+masked before it is written (policies/personal_data.py); items older than the retention
+period are deleted, and a tenant's or a user's items are erased on request.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ray.serve.metrics import Counter
 
 from deployments.config import ReviewConfig
 from deployments.held_gauge import HeldGauge
+from policies.personal_data import mask_personal_data
 
 DEFAULT_OPTIONS = {
     "name": "ReviewQueue",
@@ -25,6 +28,8 @@ DEFAULT_OPTIONS = {
     "ray_actor_options": {"num_cpus": 0},
 }
 
+EXPIRE_EVERY = datetime.timedelta(hours=1)
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS review (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -32,6 +37,7 @@ CREATE TABLE IF NOT EXISTS review (
     request_id TEXT NOT NULL,
     ticket_id TEXT,
     tenant TEXT,
+    user_id TEXT,
     text TEXT NOT NULL,
     lang TEXT,
     label TEXT NOT NULL,
@@ -42,15 +48,39 @@ CREATE TABLE IF NOT EXISTS review (
     resolved_at TEXT
 )
 """
-FIELDS = ("request_id", "ticket_id", "tenant", "text", "lang", "label", "confidence", "route", "model_version")
+FIELDS = (
+    "request_id",
+    "ticket_id",
+    "tenant",
+    "user_id",
+    "text",
+    "lang",
+    "label",
+    "confidence",
+    "route",
+    "model_version",
+)
 
 
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _masked(text: str) -> str:
+    return mask_personal_data(text).text
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.isoformat(timespec="seconds")
 
 
 class ReviewStore:
-    def __init__(self, path: str | Path, clock: Callable[[], str] = _utc_now):
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Callable[[], datetime.datetime] = _utc_now,
+        mask: Callable[[str], str] = _masked,
+    ):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # Autocommit: every write is durable at once. The replica builds the store on one
         # thread and serves from its event loop's; its methods are async, so one at a time.
@@ -58,14 +88,18 @@ class ReviewStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
+        # A store written before user_id was kept gains the column (its items have none).
+        if "user_id" not in {r["name"] for r in self._db.execute("PRAGMA table_info(review)")}:
+            self._db.execute("ALTER TABLE review ADD COLUMN user_id TEXT")
         self._clock = clock
+        self._mask = mask
 
     def add(self, items: list[dict[str, Any]]) -> list[int]:
-        now = self._clock()
+        now = _stamp(self._clock())
         ids = []
         with self._db:  # one transaction per batch
             for item in items:
-                values = [item.get(f) for f in FIELDS]
+                values = [self._mask(item["text"]) if f == "text" else item.get(f) for f in FIELDS]
                 cur = self._db.execute(
                     f"INSERT INTO review (created_at, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
                     [now, *values],
@@ -83,7 +117,8 @@ class ReviewStore:
     def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
         """Sets the correct label; None when no item has this id."""
         cur = self._db.execute(
-            "UPDATE review SET resolved_label = ?, resolved_at = ? WHERE id = ?", (label, self._clock(), item_id)
+            "UPDATE review SET resolved_label = ?, resolved_at = ? WHERE id = ?",
+            (label, _stamp(self._clock()), item_id),
         )
         if cur.rowcount == 0:
             return None
@@ -102,23 +137,59 @@ class ReviewStore:
         )
         return [{"text": r["text"], "label": r["resolved_label"], "lang": r["lang"] or ""} for r in rows]
 
+    def erase(self, tenant: str | None = None, user_id: str | None = None) -> int:
+        """Deletes every item of `tenant`, of `user_id`, or of both together; returns how many."""
+        if tenant is None and user_id is None:
+            raise ValueError("erase needs a tenant, a user_id or both")
+        cur = self._db.execute(
+            "DELETE FROM review WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR user_id = ?)",
+            (tenant, tenant, user_id, user_id),
+        )
+        return cur.rowcount
+
+    def expire(self, retention_days: float) -> int:
+        """Deletes the items recorded more than `retention_days` ago; returns how many."""
+        cutoff = _stamp(self._clock() - datetime.timedelta(days=retention_days))
+        return self._db.execute("DELETE FROM review WHERE created_at < ?", (cutoff,)).rowcount
+
     def close(self) -> None:
         self._db.close()
 
 
 class ReviewQueue:
-    def __init__(self, config: ReviewConfig, store: Callable[[str], ReviewStore] = ReviewStore):
+    def __init__(
+        self,
+        config: ReviewConfig,
+        store: Callable[[str], ReviewStore] = ReviewStore,
+        clock: Callable[[], datetime.datetime] = _utc_now,
+    ):
         self._store = store(config.store_path)
+        self._retention_days = config.retention_days
+        self._clock = clock
         self._recorded = Counter("review_items_recorded_total", description="Answers recorded for review.")
         self._open = HeldGauge("review_open_items", description="Review items not resolved yet.")
+        self._expire()
+
+    def _expire(self) -> None:
+        self._store.expire(self._retention_days)
+        self._expired_at = self._clock()
         self._open.set(self._store.counts()["open"])
 
     async def record(self, items: list[dict[str, Any]]) -> list[int]:
         ids = self._store.add(items)
         if ids:
             self._recorded.inc(len(ids))
-        self._open.set(self._store.counts()["open"])
+        # Expiry rides on the writes: a queue nobody writes to keeps nothing new to expire.
+        if self._clock() - self._expired_at >= EXPIRE_EVERY:
+            self._expire()
+        else:
+            self._open.set(self._store.counts()["open"])
         return ids
+
+    async def erase(self, tenant: str | None, user_id: str | None) -> int:
+        erased = self._store.erase(tenant, user_id)
+        self._open.set(self._store.counts()["open"])
+        return erased
 
     async def items(self, status: str, limit: int, offset: int) -> list[dict[str, Any]]:
         return self._store.items(status, limit, offset)

@@ -46,6 +46,7 @@ def test_admin_api_refuses_callers_without_the_token(reviewed):
         ("GET", "/admin/review"),
         ("GET", "/admin/review/export"),
         ("POST", "/admin/review/1/resolve"),
+        ("POST", "/admin/review/erase"),
         ("POST", "/admin/rollout"),
         ("POST", "/admin/rollout/promote"),
         ("POST", "/admin/rollout/rollback"),
@@ -112,6 +113,28 @@ def test_low_confidence_answers_are_flagged_recorded_and_resolved(reviewed):
     assert {"text": first["text"], "label": "cancel_order", "lang": "en"} in rows
     state = client.get("/admin/state", headers=AUTH).json()
     assert state["review"]["resolved"] >= 1 and state["model_version"]
+
+
+def test_stored_tickets_are_masked_and_erased_per_tenant_or_user(reviewed):
+    client = reviewed
+    text = "refund my order 100000000 to card 4111 1111 1111 1111, mail me at joe@example.com"
+    for tenant, user in (("acme", "u1"), ("acme", "u2"), ("globex", "u1")):
+        body = {"text": text, "tenant": tenant, "user_id": user}
+        assert client.post("/v1/classify", json=body).json()["needs_review"]
+
+    def stored(tenant: str) -> list[dict]:
+        items = client.get("/admin/review", headers=AUTH, params={"status": "all", "limit": 500}).json()["items"]
+        return [i for i in items if i["tenant"] == tenant]
+
+    assert [i["text"] for i in stored("acme")] == ["refund my order 100000000 to card [card], mail me at [email]"] * 2
+    bad = client.post("/admin/review/erase", headers=AUTH, json={})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request", bad.text
+    assert client.post("/admin/review/erase", headers=AUTH, json={"tenant": "acme", "user_id": "u1"}).json() == {
+        "erased": 1
+    }
+    assert [i["user_id"] for i in stored("acme")] == ["u2"]
+    assert client.post("/admin/review/erase", headers=AUTH, json={"tenant": "globex"}).json() == {"erased": 1}
+    assert stored("globex") == [] and len(stored("acme")) == 1
 
 
 def queue_replicas() -> set[str]:

@@ -1,5 +1,8 @@
 """The review queue's SQLite store and the admin token's sources."""
 
+import datetime
+import sqlite3
+
 import pytest
 
 from deployments.config import AdminConfig
@@ -11,6 +14,7 @@ def item(i: int, **kw) -> dict:
         "request_id": f"r{i}",
         "ticket_id": f"t{i}",
         "tenant": None,
+        "user_id": None,
         "text": f"ticket number {i}",
         "lang": "en",
         "label": "refund_request",
@@ -23,7 +27,7 @@ def item(i: int, **kw) -> dict:
 
 def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     path = tmp_path / "sub" / "review.sqlite3"
-    store = ReviewStore(path, clock=lambda: "2026-11-30T00:00:00+00:00")
+    store = ReviewStore(path, clock=lambda: datetime.datetime(2026, 11, 30, tzinfo=datetime.UTC))
     assert store.add([item(1), item(2), item(3, lang="ja")]) == [1, 2, 3]
     store.close()
 
@@ -37,6 +41,62 @@ def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     assert [i["id"] for i in store.items("all", limit=2, offset=1)] == [2, 3]
     assert store.training_rows() == [{"text": "ticket number 3", "label": "cancel_order", "lang": "ja"}]
     assert store.counts() == {"open": 2, "resolved": 1}
+
+
+def test_personal_data_is_masked_before_it_is_written(tmp_path):
+    path = tmp_path / "review.sqlite3"
+    store = ReviewStore(path)
+    store.add([item(1, text="refund to joe@example.com, card 4111 1111 1111 1111, order 100000000")])
+    store.resolve(1, "refund_request")
+    masked = "refund to [email], card [card], order 100000000"
+    assert store.items("all")[0]["text"] == masked
+    assert store.training_rows()[0]["text"] == masked
+    store.close()
+    assert b"example.com" not in path.read_bytes() and b"4111" not in path.read_bytes()
+
+
+def test_erase_deletes_a_tenants_or_a_users_items_only(tmp_path):
+    store = ReviewStore(tmp_path / "r.sqlite3")
+    store.add([item(1, tenant="acme", user_id="u1"), item(2, tenant="acme", user_id="u2"), item(3, user_id="u1")])
+    store.add([item(4, tenant="globex", user_id="u2")])
+    assert store.erase(user_id="u1") == 2
+    assert [i["id"] for i in store.items("all")] == [2, 4]
+    assert store.erase(tenant="acme", user_id="u9") == 0
+    assert store.erase(tenant="acme") == 1
+    assert [i["id"] for i in store.items("all")] == [4]
+    with pytest.raises(ValueError, match="tenant, a user_id or both"):
+        store.erase()
+
+
+def test_items_older_than_the_retention_period_expire(tmp_path):
+    now = [datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)]
+    store = ReviewStore(tmp_path / "r.sqlite3", clock=lambda: now[0])
+    store.add([item(1)])
+    now[0] += datetime.timedelta(days=20)
+    store.add([item(2)])
+    now[0] += datetime.timedelta(days=15)
+    assert store.expire(30) == 1
+    assert [i["id"] for i in store.items("all")] == [2]
+    assert store.expire(30) == 0
+
+
+def test_a_store_written_before_user_ids_gains_the_column(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE review (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at TEXT NOT NULL, request_id TEXT "
+        "NOT NULL, ticket_id TEXT, tenant TEXT, text TEXT NOT NULL, lang TEXT, label TEXT NOT NULL, confidence "
+        "REAL NOT NULL, route TEXT NOT NULL, model_version TEXT NOT NULL, resolved_label TEXT, resolved_at TEXT)"
+    )
+    db.execute(
+        "INSERT INTO review (created_at, request_id, text, label, confidence, route, model_version) "
+        "VALUES ('2026-11-30T00:00:00+00:00', 'r0', 'old ticket', 'refund_request', 0.4, 'model', 'v0')"
+    )
+    db.commit()
+    db.close()
+    store = ReviewStore(path)
+    store.add([item(1, user_id="u1")])
+    assert [(i["text"], i["user_id"]) for i in store.items("all")] == [("old ticket", None), ("ticket number 1", "u1")]
 
 
 def test_unknown_status_names_the_allowed_ones(tmp_path):
