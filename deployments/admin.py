@@ -29,16 +29,38 @@ from deployments.api import (
 from deployments.canary import NoCanary
 from deployments.config import AdminConfig
 
+Role = Literal["admin", "reviewer"]
+# What the reviewer token may call; every other admin route is the admin token's alone.
+REVIEWER_ROUTES = frozenset({("GET", "/admin/review"), ("POST", "/admin/review/{item_id}/resolve")})
+
+
+def caller_role(config: AdminConfig, authorization: str) -> Role | None:
+    """The role whose token `authorization` ("Bearer <token>") carries; None for none."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    roles: tuple[tuple[Role, str | None], ...] = (
+        ("admin", config.resolved_token()),
+        ("reviewer", config.resolved_reviewer_token()),
+    )
+    for role, token in roles:
+        if token and hmac.compare_digest(given.encode(), token.encode()):
+            return role
+    return None
+
 
 def require_token(config: AdminConfig) -> Callable:
-    """A dependency refusing calls without `Authorization: Bearer <token>`. The token is
-    resolved in the replica at call time: its environment, not the driver's, holds it."""
+    """A dependency refusing calls without an admin or reviewer token (401), and the
+    reviewer's calls outside REVIEWER_ROUTES (403). Tokens are resolved in the replica at
+    call time: its environment, not the driver's, holds them."""
 
     async def authorized(request: Request) -> None:
-        token = config.resolved_token()
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if not token or scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
+        role = caller_role(config, request.headers.get("authorization", ""))
+        if role is None:
             raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
+        route = request.scope.get("route")
+        if role == "reviewer" and (request.method, getattr(route, "path", "")) not in REVIEWER_ROUTES:
+            raise ApiError(403, "forbidden", "the reviewer token may list and resolve review items only")
 
     return authorized
 
@@ -172,7 +194,7 @@ class AdminEndpoints:
 
 def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     """`cls`'s admin methods as routes under /admin, all behind the token."""
-    responses = {status: {"model": ErrorBody} for status in (400, 401, 404, 409, 422)}
+    responses = {status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 422)}
     router = APIRouter(prefix="/admin", dependencies=[Depends(require_token(config))], responses=responses)
     router.get("/state")(cls.admin_state)
     router.get("/review")(cls.admin_review_items)

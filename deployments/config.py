@@ -231,12 +231,28 @@ class AdminConfig(Strict):
     token_env: str = Field(
         "TICKETSERVE_ADMIN_TOKEN", description="environment variable (of the ingress replicas) holding the token"
     )
+    reviewer_token: SecretStr | None = Field(
+        None,
+        description="bearer token that may list and resolve review items and nothing else; prefer reviewer_token_env",
+    )
+    reviewer_token_env: str = Field(
+        "TICKETSERVE_REVIEWER_TOKEN",
+        description="environment variable (of the ingress replicas) holding the reviewer token",
+    )
 
     def resolved_token(self) -> str | None:
         """The token from config, else from the environment; None: every admin call is 401."""
-        if self.token is not None:
-            return self.token.get_secret_value()
-        return os.environ.get(self.token_env) or None
+        return _secret(self.token, self.token_env)
+
+    def resolved_reviewer_token(self) -> str | None:
+        """The reviewer token from config, else from the environment; None: no reviewer role."""
+        return _secret(self.reviewer_token, self.reviewer_token_env)
+
+
+def _secret(value: SecretStr | None, env: str) -> str | None:
+    if value is not None:
+        return value.get_secret_value()
+    return os.environ.get(env) or None
 
 
 class AppConfig(Strict):

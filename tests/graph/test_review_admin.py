@@ -16,6 +16,7 @@ from tests.harness import fake_args, running
 APP = "reviewed"
 TOKEN = "test-admin-token-4f2a"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+REVIEWER = {"Authorization": "Bearer test-reviewer-token-9c1e"}
 TICKETS = [
     "I was charged twice and the parcel never came, what now",
     "hello, the thing I bought is kind of not what I wanted maybe",
@@ -33,7 +34,7 @@ def reviewed(ray_serve, default_model_dir, tmp_path_factory):
         topology="fused",
         edge=EDGE_OFF,
         review={"min_confidence": 0.999, "store_path": str(store)},
-        admin={"token": TOKEN},
+        admin={"token": TOKEN, "reviewer_token": REVIEWER["Authorization"].split()[1]},
     )
     with running(ray_serve, APP, args) as client:
         yield client
@@ -135,6 +136,27 @@ def test_stored_tickets_are_masked_and_erased_per_tenant_or_user(reviewed):
     assert [i["user_id"] for i in stored("acme")] == ["u2"]
     assert client.post("/admin/review/erase", headers=AUTH, json={"tenant": "globex"}).json() == {"erased": 1}
     assert stored("globex") == [] and len(stored("acme")) == 1
+
+
+def test_the_reviewer_token_lists_and_resolves_items_and_nothing_else(reviewed):
+    client = reviewed
+    client.post("/v1/classify", json={"text": "my parcel is late and the box was open, what do I do"})
+    items = client.get("/admin/review", headers=REVIEWER, params={"status": "open"})
+    assert items.status_code == 200 and items.json()["items"], items.text
+    item_id = items.json()["items"][0]["id"]
+    r = client.post(f"/admin/review/{item_id}/resolve", headers=REVIEWER, json={"label": "order_status"})
+    assert r.status_code == 200 and r.json()["resolved_label"] == "order_status"
+    for method, path, body in [
+        ("GET", "/admin/state", None),
+        ("GET", "/admin/review/export", None),
+        ("POST", "/admin/review/erase", {"tenant": "acme"}),
+        ("POST", "/admin/rollout", {"percent": 5}),
+        ("POST", "/admin/rollout/promote", None),
+        ("POST", "/admin/rollout/rollback", None),
+        ("POST", "/admin/cache/flush", None),
+    ]:
+        r = client.request(method, path, headers=REVIEWER, json=body)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (method, path, r.text)
 
 
 def queue_replicas() -> set[str]:

@@ -112,3 +112,16 @@ def test_admin_token_from_config_else_environment(monkeypatch):
     config = AdminConfig(token="from-config")
     assert config.resolved_token() == "from-config"
     assert "from-config" not in repr(config) and "from-config" not in str(config.model_dump())
+
+
+def test_the_caller_role_is_the_one_whose_token_matches(monkeypatch):
+    from deployments.admin import caller_role
+
+    monkeypatch.delenv("TICKETSERVE_REVIEWER_TOKEN", raising=False)
+    config = AdminConfig(token="admin-secret")
+    assert caller_role(config, "Bearer admin-secret") == "admin"
+    assert caller_role(config, "Bearer reviewer-secret") is None  # no reviewer token configured
+    monkeypatch.setenv("TICKETSERVE_REVIEWER_TOKEN", "reviewer-secret")
+    assert caller_role(config, "bearer reviewer-secret") == "reviewer"
+    for header in ("admin-secret", "Basic admin-secret", "Bearer", "", "Bearer admin-secret2"):
+        assert caller_role(config, header) is None, header
