@@ -10,6 +10,7 @@ import csv
 import hmac
 import io
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -123,7 +124,9 @@ class AdminEndpoints:
 
     async def admin_state(self) -> dict[str, Any]:
         labels = await self._nodes["model"].labels.remote()
-        review = await self._queue().counts.remote() if "review_queue" in self._nodes else None
+        review = None
+        if "review_queue" in self._nodes:
+            review = {**await self._queue().counts.remote(), "audit": asdict(await self._queue().audit.remote())}
         return {
             "model_version": labels["model_version"],
             "admission_limit": self._admission.limit,
@@ -159,11 +162,16 @@ class AdminEndpoints:
         return await self._controller().flush_caches.remote()
 
     async def admin_review_items(
-        self, status: Literal["open", "resolved", "all"] = "open", limit: int = 50, offset: int = 0
+        self,
+        status: Literal["open", "resolved", "all"] = "open",
+        limit: int = 50,
+        offset: int = 0,
+        kind: Literal["review", "audit", "all"] = "all",
     ) -> dict[str, Any]:
         # Clamped, not refused; SQLite takes 64-bit integers only.
         limit, offset = max(1, min(limit, 500)), max(0, min(offset, 2**62))
-        return {"items": await self._queue().items.remote(status, limit, offset), "limit": limit, "offset": offset}
+        items = await self._queue().items.remote(status, limit, offset, None if kind == "all" else kind)
+        return {"items": items, "limit": limit, "offset": offset}
 
     async def admin_review_resolve(
         self, item_id: int, body: ResolveRequest = Depends(json_body(ResolveRequest))

@@ -196,6 +196,13 @@ class ReviewConfig(Strict):
     retention_days: float = Field(
         90.0, gt=0, description="items recorded longer ago than this are deleted (at start, then hourly)"
     )
+    audit_share: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="share of the answers not flagged that are recorded too, as audit items: how confident "
+        "wrong answers are found (0: none)",
+    )
 
 
 class RolloutConfig(Strict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 from typing import Any
@@ -31,8 +32,10 @@ from deployments.api import (
 from deployments.config import IngressConfig, ReviewConfig
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import ColocatedModel, InProcessEdge
+from deployments.review import ItemKind
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
+from policies.audit import should_audit
 from policies.review import needs_review
 from policies.window import LatencyWindow
 
@@ -70,6 +73,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
         review: ReviewConfig | None = None,
+        rng: random.Random | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
         (and "model" for /v1/labels); `model_dir` holds the model it answers for. With
@@ -82,6 +86,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         self._first = first
         self._nodes = nodes
         self._review = review or ReviewConfig(enabled=False)
+        self._rng = rng or random.Random()
         # Its own model's, not the first replica's to answer (the old one's in a rolling upgrade).
         model = ModelMetadata.load(model_dir)
         self._answers = AnswerMetrics(model.labels, model.label_mix, config.label_drift)
@@ -254,32 +259,42 @@ class Ingress(AdminEndpoints, ColocatedModel):
 
     async def _maybe_review(self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str) -> bool:
         """Low-confidence model and edge answers are flagged; the first time (not from the
-        result cache) they are also recorded for review. A failed record never fails the ticket."""
+        result cache) they are also recorded for review, and a random `audit_share` of the
+        answers not flagged is recorded as audit items. A failed record never fails the ticket."""
         r = self._review
-        if not r.enabled or not needs_review(
-            result.label, result.confidence, result.route, r.min_confidence, result.review_threshold
-        ):
+        if not r.enabled:
             return False
+        flagged = needs_review(result.label, result.confidence, result.route, r.min_confidence, result.review_threshold)
+        if flagged and result.route != "cache":
+            await self._record(body, ticket, result, request_id, "review")
+        elif should_audit(result.route, flagged, r.audit_share, self._rng.random()):
+            await self._record(body, ticket, result, request_id, "audit")
+        return flagged
+
+    async def _record(
+        self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str, kind: ItemKind
+    ) -> None:
         queue = self._nodes.get("review_queue")
-        if result.route != "cache" and queue is not None:
-            item = {
-                "request_id": request_id,
-                "ticket_id": body.ticket_id,
-                "tenant": body.tenant,
-                "user_id": body.user_id,
-                "text": ticket.text,
-                "lang": result.language,
-                "label": result.label,
-                "confidence": result.confidence,
-                "route": result.route,
-                "model_version": result.model_version,
-            }
-            try:
-                await asyncio.wait_for(queue.record.remote([item]), r.record_timeout_ms / 1000)
-            except Exception as e:  # flagged all the same; the count shows what the queue missed
-                self._review_failures.inc()
-                logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)
-        return True
+        if queue is None:
+            return
+        item = {
+            "request_id": request_id,
+            "ticket_id": body.ticket_id,
+            "tenant": body.tenant,
+            "user_id": body.user_id,
+            "text": ticket.text,
+            "lang": result.language,
+            "label": result.label,
+            "confidence": result.confidence,
+            "route": result.route,
+            "model_version": result.model_version,
+            "kind": kind,
+        }
+        try:
+            await asyncio.wait_for(queue.record.remote([item]), self._review.record_timeout_ms / 1000)
+        except Exception as e:  # answered all the same; the count shows what the queue missed
+            self._review_failures.inc()
+            logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)
 
 
 def _request_id(request: Request) -> str:

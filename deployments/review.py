@@ -13,12 +13,13 @@ import datetime
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ray.serve.metrics import Counter
 
 from deployments.config import ReviewConfig
 from deployments.held_gauge import HeldGauge
+from policies.audit import AuditEstimate, audit_estimate
 from policies.personal_data import mask_personal_data
 
 DEFAULT_OPTIONS = {
@@ -45,9 +46,12 @@ CREATE TABLE IF NOT EXISTS review (
     route TEXT NOT NULL,
     model_version TEXT NOT NULL,
     resolved_label TEXT,
-    resolved_at TEXT
+    resolved_at TEXT,
+    kind TEXT NOT NULL DEFAULT 'review'
 )
 """
+# "review": flagged by the model's confidence; "audit": drawn from the answers nobody flagged.
+ItemKind = Literal["review", "audit"]
 FIELDS = (
     "request_id",
     "ticket_id",
@@ -59,6 +63,7 @@ FIELDS = (
     "confidence",
     "route",
     "model_version",
+    "kind",
 )
 
 
@@ -88,9 +93,13 @@ class ReviewStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
-        # A store written before user_id was kept gains the column (its items have none).
-        if "user_id" not in {r["name"] for r in self._db.execute("PRAGMA table_info(review)")}:
+        # A store written before user_id and kind were kept gains the columns (its items
+        # have no user and are all flagged ones).
+        columns = {r["name"] for r in self._db.execute("PRAGMA table_info(review)")}
+        if "user_id" not in columns:
             self._db.execute("ALTER TABLE review ADD COLUMN user_id TEXT")
+        if "kind" not in columns:
+            self._db.execute("ALTER TABLE review ADD COLUMN kind TEXT NOT NULL DEFAULT 'review'")
         self._clock = clock
         self._mask = mask
 
@@ -100,6 +109,7 @@ class ReviewStore:
         with self._db:  # one transaction per batch
             for item in items:
                 values = [self._mask(item["text"]) if f == "text" else item.get(f) for f in FIELDS]
+                values[FIELDS.index("kind")] = item.get("kind", "review")
                 cur = self._db.execute(
                     f"INSERT INTO review (created_at, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
                     [now, *values],
@@ -107,11 +117,17 @@ class ReviewStore:
                 ids.append(cur.lastrowid)
         return ids
 
-    def items(self, status: str = "open", limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        where = {"open": "WHERE resolved_label IS NULL", "resolved": "WHERE resolved_label IS NOT NULL", "all": ""}
+    def items(
+        self, status: str = "open", limit: int = 50, offset: int = 0, kind: ItemKind | None = None
+    ) -> list[dict[str, Any]]:
+        """Items by status ("open", "resolved", "all") and, given one, of one kind only."""
+        where = {"open": "resolved_label IS NULL", "resolved": "resolved_label IS NOT NULL", "all": "1"}
         if status not in where:
             raise ValueError(f"status={status!r}: one of {', '.join(where)}")
-        rows = self._db.execute(f"SELECT * FROM review {where[status]} ORDER BY id LIMIT ? OFFSET ?", (limit, offset))
+        rows = self._db.execute(
+            f"SELECT * FROM review WHERE {where[status]} AND (? IS NULL OR kind = ?) ORDER BY id LIMIT ? OFFSET ?",
+            (kind, kind, limit, offset),
+        )
         return [dict(r) for r in rows]
 
     def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
@@ -129,6 +145,14 @@ class ReviewStore:
             "SELECT COUNT(*) - COUNT(resolved_label) AS open, COUNT(resolved_label) AS resolved FROM review"
         ).fetchone()
         return {"open": row["open"], "resolved": row["resolved"]}
+
+    def audit(self) -> AuditEstimate:
+        """The share of audited answers that people resolved with another label."""
+        row = self._db.execute(
+            "SELECT COUNT(resolved_label) AS checked, COALESCE(SUM(resolved_label != label), 0) AS wrong "
+            "FROM review WHERE kind = 'audit'"
+        ).fetchone()
+        return audit_estimate(row["checked"], row["wrong"])
 
     def training_rows(self) -> list[dict[str, str]]:
         """Resolved items as rows for `models.build` (columns text, label, lang)."""
@@ -191,8 +215,11 @@ class ReviewQueue:
         self._open.set(self._store.counts()["open"])
         return erased
 
-    async def items(self, status: str, limit: int, offset: int) -> list[dict[str, Any]]:
-        return self._store.items(status, limit, offset)
+    async def items(self, status: str, limit: int, offset: int, kind: ItemKind | None = None) -> list[dict[str, Any]]:
+        return self._store.items(status, limit, offset, kind)
+
+    async def audit(self) -> AuditEstimate:
+        return self._store.audit()
 
     async def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
         item = self._store.resolve(item_id, label)

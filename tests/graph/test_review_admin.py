@@ -33,7 +33,8 @@ def reviewed(ray_serve, default_model_dir, tmp_path_factory):
         default_model_dir,
         topology="fused",
         edge=EDGE_OFF,
-        review={"min_confidence": 0.999, "store_path": str(store)},
+        # Every answer not flagged is recorded as an audit item.
+        review={"min_confidence": 0.999, "store_path": str(store), "audit_share": 1.0},
         admin={"token": TOKEN, "reviewer_token": REVIEWER["Authorization"].split()[1]},
     )
     with running(ray_serve, APP, args) as client:
@@ -157,6 +158,23 @@ def test_the_reviewer_token_lists_and_resolves_items_and_nothing_else(reviewed):
     ]:
         r = client.request(method, path, headers=REVIEWER, json=body)
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (method, path, r.text)
+
+
+def test_unflagged_answers_are_drawn_for_audit_and_estimate_the_silent_error_rate(reviewed):
+    client = reviewed
+    clear = ["cancel my order", "I forgot my password", "unsubscribe me from the newsletter"]
+    answers = {a["request_id"]: a for a in (client.post("/v1/classify", json={"text": t}).json() for t in clear)}
+    assert any(not a["needs_review"] for a in answers.values()), answers
+    items = client.get("/admin/review", headers=AUTH, params={"status": "all", "limit": 500}).json()["items"]
+    kinds = {i["request_id"]: i["kind"] for i in items if i["request_id"] in answers}
+    assert kinds == {rid: "review" if a["needs_review"] else "audit" for rid, a in answers.items()}
+    audit = client.get("/admin/review", headers=AUTH, params={"kind": "audit", "status": "open"}).json()["items"]
+    assert audit and {i["kind"] for i in audit} == {"audit"}
+    wrong = next(i for i in audit if i["label"] != "human_agent")
+    client.post(f"/admin/review/{wrong['id']}/resolve", headers=AUTH, json={"label": "human_agent"})
+    estimate = client.get("/admin/state", headers=AUTH).json()["review"]["audit"]
+    assert estimate["checked"] >= 1 and estimate["wrong"] >= 1
+    assert 0 < estimate["interval95"][0] <= estimate["wrong_share"] <= estimate["interval95"][1] <= 1
 
 
 def queue_replicas() -> set[str]:

@@ -96,7 +96,24 @@ def test_a_store_written_before_user_ids_gains_the_column(tmp_path):
     db.close()
     store = ReviewStore(path)
     store.add([item(1, user_id="u1")])
-    assert [(i["text"], i["user_id"]) for i in store.items("all")] == [("old ticket", None), ("ticket number 1", "u1")]
+    assert [(i["text"], i["user_id"], i["kind"]) for i in store.items("all")] == [
+        ("old ticket", None, "review"),
+        ("ticket number 1", "u1", "review"),
+    ]
+
+
+def test_audit_items_are_listed_apart_and_estimate_the_wrong_share(tmp_path):
+    store = ReviewStore(tmp_path / "r.sqlite3")
+    store.add([item(1), item(2, kind="audit"), item(3, kind="audit"), item(4, kind="audit")])
+    assert [i["id"] for i in store.items("all", kind="audit")] == [2, 3, 4]
+    assert [i["id"] for i in store.items("all", kind="review")] == [1]
+    assert store.audit().checked == 0 and store.audit().wrong_share is None
+    store.resolve(2, "refund_request")  # the answer was right
+    store.resolve(3, "cancel_order")  # it was wrong
+    store.resolve(1, "cancel_order")  # a flagged item: not part of the audit
+    estimate = store.audit()
+    assert (estimate.checked, estimate.wrong, estimate.wrong_share) == (2, 1, 0.5)
+    assert [i["id"] for i in store.items("open", kind="audit")] == [4]
 
 
 def test_unknown_status_names_the_allowed_ones(tmp_path):
