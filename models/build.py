@@ -208,13 +208,17 @@ def fingerprint(data: Path, settings: TrainSettings, base: Path, extra_files: tu
     return h.hexdigest()[:12]
 
 
-def _batches(tokenizer, texts: list[str], settings: TrainSettings):
-    """(indices into `texts`, their tokenizer output) per batch, texts of similar length
-    together: a batch is padded to its longest text, and in a mixed one padding is
-    about a third of the tokens."""
+def _index_batches(texts: list[str], batch_size: int):
+    """Indices into `texts` per batch, texts of similar length together: a batch is padded
+    to its longest text, and in a mixed one padding is about a third of the tokens."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    for start in range(0, len(order), settings.batch_size):
-        indices = order[start : start + settings.batch_size]
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+def _batches(tokenizer, texts: list[str], settings: TrainSettings):
+    """(indices into `texts`, their tokenizer output) per `_index_batches` batch."""
+    for indices in _index_batches(texts, settings.batch_size):
         yield (
             indices,
             tokenizer(
@@ -344,7 +348,7 @@ def train(
         model.eval()
         features = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            for indices, _ in _batches(tokenizer, texts, settings):
+            for indices in _index_batches(texts, settings.batch_size):
                 features[indices] = pooled(indices).float().numpy()
         probe_head(model, features, targets, len(labels))
     model.train()
