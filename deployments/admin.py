@@ -32,7 +32,9 @@ from deployments.config import AdminConfig
 
 Role = Literal["admin", "reviewer"]
 # What the reviewer token may call; every other admin route is the admin token's alone.
-REVIEWER_ROUTES = frozenset({("GET", "/admin/review"), ("POST", "/admin/review/{item_id}/resolve")})
+REVIEWER_ROUTES = frozenset(
+    {("GET", "/admin/whoami"), ("GET", "/admin/review"), ("POST", "/admin/review/{item_id}/resolve")}
+)
 
 
 def caller_role(config: AdminConfig, authorization: str) -> Role | None:
@@ -62,6 +64,7 @@ def require_token(config: AdminConfig) -> Callable:
         route = request.scope.get("route")
         if role == "reviewer" and (request.method, getattr(route, "path", "")) not in REVIEWER_ROUTES:
             raise ApiError(403, "forbidden", "the reviewer token may list and resolve review items only")
+        request.state.role = role
 
     return authorized
 
@@ -170,8 +173,13 @@ class AdminEndpoints:
     ) -> dict[str, Any]:
         # Clamped, not refused; SQLite takes 64-bit integers only.
         limit, offset = max(1, min(limit, 500)), max(0, min(offset, 2**62))
-        items = await self._queue().items.remote(status, limit, offset, None if kind == "all" else kind)
-        return {"items": items, "limit": limit, "offset": offset}
+        queue = self._queue()
+        items = await queue.items.remote(status, limit, offset, None if kind == "all" else kind)
+        return {"items": items, "limit": limit, "offset": offset, "counts": await queue.counts.remote()}
+
+    async def admin_whoami(self, request: Request) -> dict[str, Role]:
+        """The caller's role, for the console to show what it may do."""
+        return {"role": request.state.role}
 
     async def admin_review_resolve(
         self, item_id: int, body: ResolveRequest = Depends(json_body(ResolveRequest))
@@ -204,6 +212,7 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     """`cls`'s admin methods as routes under /admin, all behind the token."""
     responses = {status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 422)}
     router = APIRouter(prefix="/admin", dependencies=[Depends(require_token(config))], responses=responses)
+    router.get("/whoami")(cls.admin_whoami)
     router.get("/state")(cls.admin_state)
     router.get("/review")(cls.admin_review_items)
     router.get("/review/export")(cls.admin_review_export)

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.ranking import RunnersUp
+
 Route = Literal["template", "cache", "edge_model", "model", "degraded"]
 
 # Raw text longer than this many times the limit is refused before normalizing it,
@@ -104,6 +106,7 @@ class Answer:
     answer_id: str | None = None
     degraded: bool = False  # from a fallback (stale cache, pre-classifier) while the model path failed
     review_threshold: float | None = None  # of the model version named above (None: policies/review.py default)
+    runners_up: RunnersUp = ()  # the model's or pre-classifier's next labels, for a reviewer
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class ModelAnswer:
     model_version: str
     side: Literal["stable", "canary"] = "stable"  # the model side that answered (canary rollouts)
     review_threshold: float | None = None  # calibrated at the model's build; None when it had no validation split
+    runners_up: RunnersUp = ()
 
 
 @dataclass(frozen=True)

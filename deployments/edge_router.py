@@ -20,6 +20,7 @@ from deployments.held_gauge import HeldGauge
 from deployments.model_path import GiveUp, ModelPath
 from models.artifacts import ModelMetadata, metadata_mtime_ns
 from models.edge_classifier import EdgeClassifier
+from models.ranking import RunnersUp
 from policies.breaker import BreakerConfig
 from policies.cache import LruTtlCache
 from policies.edge_route import edge_answer, edge_gates, fallback_answer
@@ -198,7 +199,10 @@ class EdgeRouter:
         gate = self._edge_gates.get(lang.language, self._edge_gates["*"])
         if edge := edge_answer(hit, template, guess, side, self._edge_intents, gate):
             version = version if edge.route == "cache" else None
-            return self._answer(edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version)
+            others = guess.runners_up if edge.route == "edge_model" else ()
+            return self._answer(
+                edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version, others
+            )
         result = await self._model_path.classify(ticket.text, ticket.request_id, ticket.tenant, side, shadow)
         if isinstance(result, GiveUp):
             return self._fallback(ticket, lang.language, result)
@@ -213,7 +217,14 @@ class EdgeRouter:
         if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
             self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
-        return self._answer(result.label, result.confidence, "model", lang.language, model_version=result.model_version)
+        return self._answer(
+            result.label,
+            result.confidence,
+            "model",
+            lang.language,
+            model_version=result.model_version,
+            runners_up=result.runners_up,
+        )
 
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
@@ -223,7 +234,8 @@ class EdgeRouter:
         if c.degraded_enabled and self._pre_classifier is not None:
             guess = self._pre_classifier.predict(ticket.text)
         if edge := fallback_answer(give_up.then, stale, guess):
-            return self._answer(edge.label, edge.confidence, edge.route, language, degraded=True)
+            others = guess.runners_up if edge.route == "degraded" else ()
+            return self._answer(edge.label, edge.confidence, edge.route, language, degraded=True, runners_up=others)
         self._routes.inc(tags={"route": "refused"})
         return Refusal(
             503, "overloaded", f"the model path gave no answer ({give_up.reason}); retry later", c.retry_after_s
@@ -238,11 +250,13 @@ class EdgeRouter:
         answer_id: str | None = None,
         degraded: bool = False,
         model_version: str | None = None,
+        runners_up: RunnersUp = (),
     ) -> Answer:
         """`model_version`: of the side that answered; default stable's."""
         self._routes.inc(tags={"route": route})
         version = model_version or self._model_version
-        return Answer(label, confidence, route, version, language, answer_id, degraded, self._thresholds.get(version))
+        threshold = self._thresholds.get(version)
+        return Answer(label, confidence, route, version, language, answer_id, degraded, threshold, runners_up)
 
     def _adopt(self, version: str) -> None:
         """If the model directory now holds the answering version (rebuilt in place and the

@@ -10,6 +10,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.artifacts import ModelMetadata
+from models.ranking import RunnersUp
 
 
 class EngineConfig(BaseModel):
@@ -86,6 +87,7 @@ class EngineConfig(BaseModel):
 class Prediction:
     label: str
     confidence: float
+    runners_up: RunnersUp = ()  # pooling mode: the next labels by probability
     # Generate mode: what the KV-cache manager learns from each request.
     prefix_key: str | None = None  # tenant whose instruction prefix the prompt started with
     prompt_tokens: int = 0

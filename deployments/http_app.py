@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deployments.admin import admin_router
 from deployments.api import ApiError, BatchResponse, ClassifyResponse, ErrorBody, describe_validation_errors
 from deployments.config import AdminConfig
+from deployments.console import console_router
 from deployments.ingress import Ingress
 
 logger = logging.getLogger("ray.serve")
@@ -82,4 +83,5 @@ def make_ingress(cls: type[Ingress], admin: AdminConfig) -> type:
     }
     decorated = {name: route(getattr(cls, name)) for name, route in routes.items()}
     app.include_router(admin_router(cls, admin))
+    app.include_router(console_router())
     return serve.ingress(app)(type(cls.__name__, (cls,), decorated))

@@ -289,6 +289,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             "route": result.route,
             "model_version": result.model_version,
             "kind": kind,
+            "runners_up": [list(pair) for pair in result.runners_up],
         }
         try:
             await asyncio.wait_for(queue.record.remote([item]), self._review.record_timeout_ms / 1000)

@@ -116,7 +116,11 @@ class ModelReplica:
             self._kv.record(prediction)
         meta = self._engine.metadata
         return ModelAnswer(
-            prediction.label, prediction.confidence, meta.version, review_threshold=meta.review_threshold
+            prediction.label,
+            prediction.confidence,
+            meta.version,
+            review_threshold=meta.review_threshold,
+            runners_up=prediction.runners_up,
         )
 
     async def predict_many(

@@ -10,6 +10,7 @@ period are deleted, and a tenant's or a user's items are erased on request.
 from __future__ import annotations
 
 import datetime
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -47,9 +48,11 @@ CREATE TABLE IF NOT EXISTS review (
     model_version TEXT NOT NULL,
     resolved_label TEXT,
     resolved_at TEXT,
-    kind TEXT NOT NULL DEFAULT 'review'
+    kind TEXT NOT NULL DEFAULT 'review',
+    runners_up TEXT
 )
 """
+_ADDED_COLUMNS = {"user_id": "TEXT", "kind": "TEXT NOT NULL DEFAULT 'review'", "runners_up": "TEXT"}
 # "review": flagged by the model's confidence; "audit": drawn from the answers nobody flagged.
 ItemKind = Literal["review", "audit"]
 FIELDS = (
@@ -64,6 +67,7 @@ FIELDS = (
     "route",
     "model_version",
     "kind",
+    "runners_up",
 )
 
 
@@ -77,6 +81,12 @@ def _masked(text: str) -> str:
 
 def _stamp(t: datetime.datetime) -> str:
     return t.isoformat(timespec="seconds")
+
+
+def _item(row: sqlite3.Row) -> dict[str, Any]:
+    item = dict(row)
+    item["runners_up"] = json.loads(item["runners_up"] or "[]")
+    return item
 
 
 class ReviewStore:
@@ -93,13 +103,12 @@ class ReviewStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
-        # A store written before user_id and kind were kept gains the columns (its items
-        # have no user and are all flagged ones).
+        # A store written before user_id, kind and runners_up were kept gains the columns
+        # (its items have no user, no runners-up and are all flagged ones).
         columns = {r["name"] for r in self._db.execute("PRAGMA table_info(review)")}
-        if "user_id" not in columns:
-            self._db.execute("ALTER TABLE review ADD COLUMN user_id TEXT")
-        if "kind" not in columns:
-            self._db.execute("ALTER TABLE review ADD COLUMN kind TEXT NOT NULL DEFAULT 'review'")
+        for column, declared in _ADDED_COLUMNS.items():
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE review ADD COLUMN {column} {declared}")
         self._clock = clock
         self._mask = mask
 
@@ -110,6 +119,7 @@ class ReviewStore:
             for item in items:
                 values = [self._mask(item["text"]) if f == "text" else item.get(f) for f in FIELDS]
                 values[FIELDS.index("kind")] = item.get("kind", "review")
+                values[FIELDS.index("runners_up")] = json.dumps(item.get("runners_up") or [])
                 cur = self._db.execute(
                     f"INSERT INTO review (created_at, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
                     [now, *values],
@@ -128,7 +138,7 @@ class ReviewStore:
             f"SELECT * FROM review WHERE {where[status]} AND (? IS NULL OR kind = ?) ORDER BY id LIMIT ? OFFSET ?",
             (kind, kind, limit, offset),
         )
-        return [dict(r) for r in rows]
+        return [_item(r) for r in rows]
 
     def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
         """Sets the correct label; None when no item has this id."""
@@ -138,13 +148,16 @@ class ReviewStore:
         )
         if cur.rowcount == 0:
             return None
-        return dict(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
+        return _item(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
 
     def counts(self) -> dict[str, int]:
+        """Open items (all, and of each kind) and resolved ones."""
         row = self._db.execute(
-            "SELECT COUNT(*) - COUNT(resolved_label) AS open, COUNT(resolved_label) AS resolved FROM review"
+            "SELECT COUNT(*) - COUNT(resolved_label) AS open, COUNT(resolved_label) AS resolved, "
+            "COALESCE(SUM(resolved_label IS NULL AND kind = 'review'), 0) AS open_review, "
+            "COALESCE(SUM(resolved_label IS NULL AND kind = 'audit'), 0) AS open_audit FROM review"
         ).fetchone()
-        return {"open": row["open"], "resolved": row["resolved"]}
+        return dict(row)
 
     def audit(self) -> AuditEstimate:
         """The share of audited answers that people resolved with another label."""

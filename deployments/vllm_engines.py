@@ -21,6 +21,7 @@ from deployments.device_readings import cuda_available
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
 from models.artifacts import ModelMetadata
 from models.prompt import TICKET_SLOT, instruction_text, plain_template
+from models.ranking import runners_up
 
 
 class _VLLMEngine(TicketEngine):
@@ -127,7 +128,9 @@ class VLLMClassifyEngine(_VLLMEngine):
             final = out
         probs = final.outputs.data
         best = int(probs.argmax())
-        return Prediction(self.metadata.labels[best], float(probs[best]))
+        return Prediction(
+            self.metadata.labels[best], float(probs[best]), runners_up(self.metadata.labels, probs.tolist())
+        )
 
 
 class VLLMGenerateEngine(_VLLMEngine):

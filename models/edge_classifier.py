@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.ranking import RunnersUp, runners_up
+
 EDGE_FILE = "edge_classifier.npz"
 MAX_NGRAM = 4
 N_FEATURES = 2**17
@@ -56,6 +58,7 @@ def _matrix(texts: list[str]):
 class EdgePrediction:
     label: str
     confidence: float
+    runners_up: RunnersUp = ()
 
 
 class EdgeClassifier:
@@ -71,7 +74,7 @@ class EdgeClassifier:
         probs = np.exp(logits - logits.max())
         probs /= probs.sum()
         best = int(probs.argmax())
-        return EdgePrediction(self.labels[best], float(probs[best]))
+        return EdgePrediction(self.labels[best], float(probs[best]), runners_up(self.labels, probs.tolist()))
 
     def weights_bytes(self) -> bytes:
         """What decides its answers: labels and weights (not the model it is paired with)."""

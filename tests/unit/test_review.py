@@ -28,11 +28,13 @@ def item(i: int, **kw) -> dict:
 def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     path = tmp_path / "sub" / "review.sqlite3"
     store = ReviewStore(path, clock=lambda: datetime.datetime(2026, 11, 30, tzinfo=datetime.UTC))
-    assert store.add([item(1), item(2), item(3, lang="ja")]) == [1, 2, 3]
+    ids = store.add([item(1), item(2), item(3, lang="ja", kind="audit", runners_up=[["cancel_order", 0.2]])])
+    assert ids == [1, 2, 3]
     store.close()
 
     store = ReviewStore(path)  # a restart of the graph
-    assert store.counts() == {"open": 3, "resolved": 0}
+    assert store.counts() == {"open": 3, "resolved": 0, "open_review": 2, "open_audit": 1}
+    assert [i["runners_up"] for i in store.items("all")] == [[], [], [["cancel_order", 0.2]]]
     resolved = store.resolve(3, "cancel_order")
     assert resolved["resolved_label"] == "cancel_order" and resolved["label"] == "refund_request"
     assert store.resolve(99, "cancel_order") is None
@@ -40,7 +42,7 @@ def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     assert [i["id"] for i in store.items("resolved")] == [3]
     assert [i["id"] for i in store.items("all", limit=2, offset=1)] == [2, 3]
     assert store.training_rows() == [{"text": "ticket number 3", "label": "cancel_order", "lang": "ja"}]
-    assert store.counts() == {"open": 2, "resolved": 1}
+    assert store.counts() == {"open": 2, "resolved": 1, "open_review": 2, "open_audit": 0}
 
 
 def test_personal_data_is_masked_before_it_is_written(tmp_path):
