@@ -203,6 +203,9 @@ class ReviewConfig(Strict):
         description="share of the answers not flagged that are recorded too, as audit items: how confident "
         "wrong answers are found (0: none)",
     )
+    report_interval_s: float = Field(
+        15.0, gt=0, description="how often the queue's gauges (open items, oldest age, audit estimate) are refreshed"
+    )
 
 
 class RolloutConfig(Strict):

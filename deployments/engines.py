@@ -87,12 +87,12 @@ class EngineConfig(BaseModel):
 class Prediction:
     label: str
     confidence: float
-    runners_up: RunnersUp = ()  # pooling mode: the next labels by probability
     # Generate mode: what the KV-cache manager learns from each request.
     prefix_key: str | None = None  # tenant whose instruction prefix the prompt started with
     prompt_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens vLLM's prefix cache served
     ttft_ms: float = 0.0
+    runners_up: RunnersUp = ()  # pooling mode: the next labels by probability
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,14 @@ class FakeTicketEngine(TicketEngine):
         text = prompt if isinstance(prompt, str) else self._tokenizer.decode(prompt, skip_special_tokens=True)
         guess = self._classifier.predict(text)
         if self._head_order is None:
-            return Prediction(guess.label, guess.confidence, guess.runners_up)
+            return Prediction(guess.label, guess.confidence, runners_up=guess.runners_up)
 
         # The variant's head row i holds the source's row head_order[i].
         def served(label: str) -> str:
             return self.metadata.labels[self._head_order.index(self._classifier.labels.index(label))]
 
         others = tuple((served(label), p) for label, p in guess.runners_up)
-        return Prediction(served(guess.label), guess.confidence, others)
+        return Prediction(served(guess.label), guess.confidence, runners_up=others)
 
     def batch_capacity(self) -> int:
         return FAKE_BATCH_CAPACITY

@@ -9,8 +9,10 @@ period are deleted, and a tenant's or a user's items are erased on request.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,7 @@ DEFAULT_OPTIONS = {
 }
 
 EXPIRE_EVERY = datetime.timedelta(hours=1)
+logger = logging.getLogger("ray.serve")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS review (
@@ -55,6 +58,7 @@ CREATE TABLE IF NOT EXISTS review (
 _ADDED_COLUMNS = {"user_id": "TEXT", "kind": "TEXT NOT NULL DEFAULT 'review'", "runners_up": "TEXT"}
 # "review": flagged by the model's confidence; "audit": drawn from the answers nobody flagged.
 ItemKind = Literal["review", "audit"]
+ITEM_KINDS: tuple[ItemKind, ...] = ("review", "audit")
 FIELDS = (
     "request_id",
     "ticket_id",
@@ -159,6 +163,13 @@ class ReviewStore:
         ).fetchone()
         return dict(row)
 
+    def oldest_open(self) -> dict[str, datetime.datetime]:
+        """When the oldest open item of each kind that has one was recorded."""
+        rows = self._db.execute(
+            "SELECT kind, MIN(created_at) AS oldest FROM review WHERE resolved_label IS NULL GROUP BY kind"
+        )
+        return {r["kind"]: datetime.datetime.fromisoformat(r["oldest"]) for r in rows}
+
     def audit(self) -> AuditEstimate:
         """The share of audited answers that people resolved with another label."""
         row = self._db.execute(
@@ -202,30 +213,71 @@ class ReviewQueue:
     ):
         self._store = store(config.store_path)
         self._retention_days = config.retention_days
+        self._report_interval_s = config.report_interval_s
         self._clock = clock
         self._recorded = Counter("review_items_recorded_total", description="Answers recorded for review.")
-        self._open = HeldGauge("review_open_items", description="Review items not resolved yet.")
+        self._resolved = Counter(
+            "review_items_resolved_total",
+            description="Review items a person resolved, by kind (review: flagged; audit: sampled).",
+            tag_keys=("kind",),
+        )
+        self._open = HeldGauge(
+            "review_open_items", description="Review items not resolved yet, by kind.", tag_keys=("kind",)
+        )
+        self._oldest = HeldGauge(
+            "review_oldest_open_age_s",
+            description="Age of the oldest open review item, by kind (0: none open).",
+            tag_keys=("kind",),
+        )
+        self._audit_share = HeldGauge(
+            "review_audit_wrong_share",
+            description="Share of audited answers people found wrong: the estimate of the silent error rate and "
+            "its 95 % Wilson bounds (bound: estimate, low, high); absent until one is checked.",
+            tag_keys=("bound",),
+        )
         self._expire()
+        self._loop = asyncio.get_running_loop().create_task(self._report_loop())
 
     def _expire(self) -> None:
         self._store.expire(self._retention_days)
         self._expired_at = self._clock()
-        self._open.set(self._store.counts()["open"])
+        self._report()
+
+    def _report(self) -> None:
+        """The queue's gauges from the store, as of now."""
+        counts, oldest, now = self._store.counts(), self._store.oldest_open(), self._clock()
+        for kind in ITEM_KINDS:
+            self._open.set(counts[f"open_{kind}"], tags={"kind": kind})
+            age = (now - oldest[kind]).total_seconds() if kind in oldest else 0.0
+            self._oldest.set(max(0.0, age), tags={"kind": kind})
+        audit = self._store.audit()
+        if audit.wrong_share is not None and audit.interval95 is not None:
+            bounds = {"estimate": audit.wrong_share, "low": audit.interval95[0], "high": audit.interval95[1]}
+            for bound, value in bounds.items():
+                self._audit_share.set(value, tags={"bound": bound})
+
+    async def _report_loop(self) -> None:
+        # Ages grow while nothing is written, and old items expire without a write.
+        while True:
+            await asyncio.sleep(self._report_interval_s)
+            try:
+                if self._clock() - self._expired_at >= EXPIRE_EVERY:
+                    self._expire()
+                else:
+                    self._report()
+            except Exception:  # a locked or full disk: try again next round
+                logger.exception("review queue report failed")
 
     async def record(self, items: list[dict[str, Any]]) -> list[int]:
         ids = self._store.add(items)
         if ids:
             self._recorded.inc(len(ids))
-        # Expiry rides on the writes: a queue nobody writes to keeps nothing new to expire.
-        if self._clock() - self._expired_at >= EXPIRE_EVERY:
-            self._expire()
-        else:
-            self._open.set(self._store.counts()["open"])
+        self._report()
         return ids
 
     async def erase(self, tenant: str | None, user_id: str | None) -> int:
         erased = self._store.erase(tenant, user_id)
-        self._open.set(self._store.counts()["open"])
+        self._report()
         return erased
 
     async def items(self, status: str, limit: int, offset: int, kind: ItemKind | None = None) -> list[dict[str, Any]]:
@@ -236,7 +288,9 @@ class ReviewQueue:
 
     async def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
         item = self._store.resolve(item_id, label)
-        self._open.set(self._store.counts()["open"])
+        if item is not None:
+            self._resolved.inc(tags={"kind": item["kind"]})
+        self._report()
         return item
 
     async def counts(self) -> dict[str, int]:

@@ -128,9 +128,8 @@ class VLLMClassifyEngine(_VLLMEngine):
             final = out
         probs = final.outputs.data
         best = int(probs.argmax())
-        return Prediction(
-            self.metadata.labels[best], float(probs[best]), runners_up(self.metadata.labels, probs.tolist())
-        )
+        others = runners_up(self.metadata.labels, probs.tolist())
+        return Prediction(self.metadata.labels[best], float(probs[best]), runners_up=others)
 
 
 class VLLMGenerateEngine(_VLLMEngine):

@@ -3,7 +3,8 @@ Prometheus endpoint, and a real Prometheus (Debian's package; skipped where miss
 scraping that endpoint answers every panel's query and raises the alerts the run cues.
 The graph here is driven through every event a panel shows: edge routes, spam, rate
 limits, tokenizer fallbacks and an unreachable tokenizer, engine failures (retries,
-give-ups, reclaim, breaker transitions), vLLM's prefix cache and answers by label."""
+give-ups, reclaim, breaker transitions), vLLM's prefix cache, answers by label and a
+reviewer's verdict on an audited answer."""
 
 import concurrent.futures as cf
 import itertools
@@ -22,6 +23,7 @@ from ray import serve
 from tests.harness import METRICS_PORT, generate_args, running
 
 APP = "observed"
+ADMIN_TOKEN = "observed-admin-token-5e81"
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 DASHBOARD = DASHBOARDS / "ticketserve.json"
 PROMETHEUS = shutil.which("prometheus")
@@ -141,6 +143,14 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory, prometheus):
         retry={"budget_min_retries": 1000},
         # The run answers tens of tickets, not the hundreds a steady drift reading needs.
         ingress={"label_drift": {"min_answers": 5}},
+        # Every answer not flagged (the template's, at least) is audited: the review loop's
+        # panels get an audited answer to resolve.
+        review={
+            "audit_share": 1.0,
+            "report_interval_s": 1,
+            "store_path": str(tmp_path_factory.mktemp("review") / "queue.sqlite3"),
+        },
+        admin={"token": ADMIN_TOKEN},
     )
     # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
     options = {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
@@ -187,6 +197,14 @@ def test_every_dashboard_metric_is_exported(observed):
         assert observed.post("/v1/classify", json=body).status_code == 200
     anonymous_flood()
     tokenizer_burst()
+
+    # A reviewer finds an audited answer wrong: reviews per hour and the audit estimate.
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    audited = observed.get("/admin/review?kind=audit&limit=1", headers=admin).json()["items"]
+    assert audited, "no answer was recorded for audit"
+    other = next(x["name"] for x in observed.get("/v1/labels").json()["labels"] if x["name"] != audited[0]["label"])
+    resolved = observed.post(f"/admin/review/{audited[0]['id']}/resolve", json={"label": other}, headers=admin)
+    assert resolved.status_code == 200, resolved.text
 
     model = serve.get_deployment_handle("ModelReplica", APP)
 
