@@ -16,6 +16,7 @@ from deployments import (
     model_replica,
     prefix_router,
     rate_limiter,
+    retrainer,
     review,
     tokenizer,
 )
@@ -77,6 +78,10 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
     optional = {"kv_cache_manager": kv} if kv is not None else {}
     if config.review.enabled:
         optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config=config.review)
+        if config.retrain.enabled:
+            optional["retrainer"] = deployment(retrainer.Retrainer, retrainer.DEFAULT_OPTIONS).bind(
+                config=config.retrain, store_path=config.review.store_path, model_dir=model_dir
+            )
     side = None
     if config.rollout.canary_model_dir is not None:
         # Same replica class and settings, the canary's model; Serve's default router, no KV manager.

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from ray.serve.handle import DeploymentHandle
 
@@ -22,6 +22,7 @@ from deployments.api import (
     ApiError,
     EraseRequest,
     ErrorBody,
+    Refusal,
     ResolveRequest,
     RollbackRequest,
     SplitRequest,
@@ -160,6 +161,29 @@ class AdminEndpoints:
     ) -> dict[str, Any]:
         return await self._rollout("rollback", body.reason)
 
+    def _retrainer(self) -> DeploymentHandle:
+        retrainer = self._nodes.get("retrainer")
+        if retrainer is None:
+            raise ApiError(404, "not_found", "retraining is off (retrain.enabled: false, or review.enabled: false)")
+        return retrainer
+
+    async def admin_retrain_start(self) -> JSONResponse:
+        """Starts a retrain from the resolved review items (a Ray task); 202 with the run."""
+        run = await self._retrainer().start.remote()
+        if isinstance(run, Refusal):
+            raise run.error()
+        return JSONResponse(asdict(run), 202)
+
+    async def admin_retrain_state(self) -> dict[str, Any]:
+        """The running or last retrain, its log's last lines, and the runs before it."""
+        return await self._retrainer().state.remote()
+
+    async def admin_retrain_stop(self) -> dict[str, Any]:
+        run = await self._retrainer().stop.remote()
+        if isinstance(run, Refusal):
+            raise run.error()
+        return asdict(run)
+
     async def admin_cache_flush(self) -> dict[str, Any]:
         """Every edge router drops its result cache at its next sync with the controller."""
         return await self._controller().flush_caches.remote()
@@ -222,4 +246,7 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     router.post("/rollout/promote")(cls.admin_rollout_promote)
     router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)
     router.post("/cache/flush")(cls.admin_cache_flush)
+    router.post("/retrain", status_code=202)(cls.admin_retrain_start)
+    router.get("/retrain")(cls.admin_retrain_state)
+    router.post("/retrain/stop")(cls.admin_retrain_stop)
     return router

@@ -2,7 +2,8 @@
 deployments/canary_view.py; the state machine is policies/rollout.py.
 
 The controller owns the rollout: the canary's share of tickets, shadow mode, and the
-judge (policies.canary) that rolls the canary back or promotes it. It learns the live
+judge (policies.canary) that rolls the canary back or promotes it. A canary retrained
+from reviews brings its reviewed set, which both sides answer with the golden set. It learns the live
 figures from the model path's views, which send what they saw in one call per
 `sync_interval_ms` and get the split back, and asks the golden set of both sides itself.
 It also owns the result caches' epoch: a bump makes every edge router drop its cache,
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import csv
 import dataclasses
 import json
 import logging
@@ -27,6 +29,7 @@ from ray.serve.metrics import Counter
 
 from deployments.config import RolloutConfig
 from deployments.held_gauge import HeldGauge
+from models.artifacts import REVIEWED_SET_FILE
 from models.golden import GoldenItem, load
 from policies.canary import COLORS, CanaryStats, Decision, Side, judge
 from policies.rollout import Change, Rollout, Split, SyncReport
@@ -63,6 +66,16 @@ class _Live:
         self.agreed += report.agreed
 
 
+def reviewed_set(model_dir: str | None) -> list[GoldenItem]:
+    """The canary's reviewed set (models.retrain writes it beside the weights); [] when it
+    has none."""
+    path = Path(model_dir, REVIEWED_SET_FILE) if model_dir else None
+    if path is None or not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [GoldenItem(r["text"], r["label"], r.get("lang", ""), "model", "review") for r in csv.DictReader(f)]
+
+
 def golden_sample(items: list[GoldenItem], count: int) -> list[GoldenItem]:
     """`count` items spread evenly over the file (it is ordered by intent); 0: all."""
     if count <= 0 or count >= len(items):
@@ -92,6 +105,7 @@ class CanaryController:
             "canary": (await canary.labels.remote())["model_version"] if canary is not None else None,
         }
         self._golden_items = golden_sample(load(Path(config.golden_file)), config.golden_tickets)
+        self._reviewed_items = reviewed_set(config.canary_model_dir)
         self._golden: dict[str, Any] | None = None
         self._totals = collections.Counter[str]()
         self._rollout = Rollout(self._versions["canary"], config.policy.start_percent, config.shadow, clock())
@@ -177,8 +191,10 @@ class CanaryController:
         if self._golden is None or self._golden["versions"] != self._versions:
             self._golden = await self._ask_golden()
         r = self._rollout
-        decision = judge(self._config.policy, self._stats(), r.percent, r.since, self._clock())
-        decision, change = r.apply(decision, self._clock(), self._wall())
+        policy = self._config.policy
+        decision = judge(policy, self._stats(), r.percent, r.since, self._clock())
+        live = policy.start_percent if policy.shadow_goes_live else None
+        decision, change = r.apply(decision, self._clock(), self._wall(), live)
         self._changed(change)
         return decision
 
@@ -190,23 +206,27 @@ class CanaryController:
             except Exception:  # a failed round (a side restarting) is judged again next time
                 logger.exception("canary judge round failed")
 
-    async def _ask_golden(self) -> dict[str, Any]:
-        """Both sides answer the golden sample (raw text: each tokenizes its own way)."""
+    async def _ask(self, name: str, items: list[GoldenItem]) -> dict[Side, list[str | None]]:
+        """Both sides' answers to `items` (raw text: each tokenizes its own way)."""
         limit = asyncio.Semaphore(GOLDEN_CONCURRENCY)
         generation = self._rollout.generation
 
         async def ask(handle: DeploymentHandle, side: str, i: int, text: str) -> str | None:
             async with limit:
                 try:
-                    return (await handle.predict.remote(text, f"golden-{side}-{generation}-{i}")).label
+                    return (await handle.predict.remote(text, f"{name}-{side}-{generation}-{i}")).label
                 except Exception:
                     return None
 
-        items = self._golden_items
-        answers = {
+        return {
             side: await asyncio.gather(*(ask(handle, side, i, item.text) for i, item in enumerate(items)))
             for side, handle in (("stable", self._stable), ("canary", self._canary))
         }
+
+    async def _ask_golden(self) -> dict[str, Any]:
+        """Both sides answer the golden sample, and the canary's reviewed set if it has one."""
+        items = self._golden_items
+        answers = await self._ask("golden", items)
         pairs = [(s, c) for s, c in zip(answers["stable"], answers["canary"]) if s is not None and c is not None]
         result = {
             "versions": dict(self._versions),
@@ -219,6 +239,15 @@ class CanaryController:
             result[f"{side}_accuracy"] = round(accuracy, 4)
             self._golden_accuracy.set(accuracy, tags={"side": side})
         logger.info("golden set: stable %(stable_accuracy).3f, canary %(canary_accuracy).3f", result)
+        if self._reviewed_items:
+            reviewed = await self._ask("reviewed", self._reviewed_items)
+            result["reviewed_tickets"] = len(self._reviewed_items)
+            for side in COLORS:
+                right = sum(a == item.intent for a, item in zip(reviewed[side], self._reviewed_items))
+                result[f"reviewed_{side}_accuracy"] = round(right / len(self._reviewed_items), 4)
+            logger.info(
+                "reviewed set: stable %(reviewed_stable_accuracy).3f, canary %(reviewed_canary_accuracy).3f", result
+            )
         return result
 
     def _stats(self) -> CanaryStats:
@@ -237,6 +266,8 @@ class CanaryController:
             stable_p99_ms=p99("stable"),
             golden_canary_accuracy=golden.get("canary_accuracy"),
             golden_stable_accuracy=golden.get("stable_accuracy"),
+            reviewed_canary_accuracy=golden.get("reviewed_canary_accuracy"),
+            reviewed_stable_accuracy=golden.get("reviewed_stable_accuracy"),
         )
 
     # --- state changes ---

@@ -208,6 +208,26 @@ class ReviewConfig(Strict):
     )
 
 
+class RetrainConfig(Strict):
+    enabled: bool = Field(True, description="POST /admin/retrain builds a candidate from the resolved review items")
+    candidates_dir: ProjectPath = Field(
+        "artifacts/models/candidates",
+        description="where candidates are built, one directory each (relative: project root; shared with the replicas)",
+    )
+    state_path: ProjectPath = Field(
+        "var/retrain.json", description="the retrains' record (relative: project root); survives restarts"
+    )
+    epochs: int = Field(1, ge=1, description="passes over the training rows, warm-started from the serving model")
+    reviewed_share: float = Field(
+        0.2, gt=0, lt=1, description="share of resolved items never trained on: the candidate's reviewed set"
+    )
+    replay_rows: int = Field(0, ge=0, description="bundled rows trained again beside the reviews; 0: all of them")
+    review_weight: int = Field(2, ge=1, description="times each resolved item counts in training")
+    num_cpus: float = Field(1.0, gt=0, description="Ray CPUs the retrain task reserves (its own, not a replica's)")
+    torch_threads: int = Field(1, ge=1, description="threads the retrain computes on: the rest stay the graph's")
+    niceness: int = Field(10, ge=0, le=19, description="the retrain's CPU priority below the graph's (Unix nice)")
+
+
 class RolloutConfig(Strict):
     canary_model_dir: ProjectPath | None = Field(
         None, description="model of the canary side, served next to model.engine.model_dir (stable); null: no canary"
@@ -286,6 +306,9 @@ class AppConfig(Strict):
         default_factory=KVCacheConfig, description="KV-cache manager and prefix-affinity routing of model calls"
     )
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="review queue of low-confidence answers")
+    retrain: RetrainConfig = Field(
+        default_factory=RetrainConfig, description="candidates built from the resolved review items (a Ray task)"
+    )
     rollout: RolloutConfig = Field(
         default_factory=RolloutConfig, description="blue-green model sides: canary split, judging, rollback"
     )

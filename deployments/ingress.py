@@ -44,7 +44,7 @@ logger = logging.getLogger("ray.serve")
 # Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
 # are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
 # stable side (canary controller, canary model).
-OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controller", "canary_model"})
+OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controller", "canary_model", "retrainer"})
 
 DEFAULT_OPTIONS = {
     "name": "Ingress",

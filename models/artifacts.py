@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 METADATA_FILE = "ticketserve.json"
+# Resolved review items a retrained candidate never trained on (models.retrain).
+REVIEWED_SET_FILE = "reviewed_set.csv"
 # The label of a ticket that fits none of the model's intents; always flagged for review.
 OUT_OF_SCOPE = "out_of_scope"
 RESERVED_TIER = "reserved"

@@ -277,8 +277,11 @@ def train(
     labels: list[str],
     base: Path,
     settings: TrainSettings,
+    warm: bool = False,
 ):
-    """Fine-tunes; returns (model, tokenizer, final epoch's training accuracy)."""
+    """Fine-tunes; returns (model, tokenizer, final epoch's training accuracy). `warm`:
+    `base` is a built classifier with the same labels (models.retrain), not a pretrained
+    encoder: its head and pooler are where training starts."""
     import torch
     from tqdm import tqdm
     from transformers import (
@@ -297,6 +300,8 @@ def train(
         id2label=dict(enumerate(labels)),
         label2id=label2id,
     )
+    if warm and list(model.config.id2label.values()) != labels:
+        raise SystemExit(f"{base} has labels {list(model.config.id2label.values())}; the data has {labels}")
     # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
     # unknown character of the training data its own token lets the model learn them.
     # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
@@ -316,9 +321,10 @@ def train(
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     # Neither base ships a trained pooler; an identity start makes the pooler pass the
     # [CLS] state through instead of a random projection, and training converges sooner.
-    with torch.no_grad():
-        model.bert.pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
-        model.bert.pooler.dense.bias.zero_()
+    if not warm:
+        with torch.no_grad():
+            model.bert.pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
+            model.bert.pooler.dense.bias.zero_()
     frozen = settings.frozen_layers
     if not 0 <= frozen <= model.config.num_hidden_layers:
         raise SystemExit(f"--frozen-layers {frozen}: {settings.base} has 0 to {model.config.num_hidden_layers} layers")
@@ -344,7 +350,7 @@ def train(
         return pooled_state(model, enc, settings.pooling)
 
     targets = [label2id[lab] for _, lab in rows]
-    if settings.linear_probe:
+    if settings.linear_probe and not warm:
         model.eval()
         features = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -592,8 +598,11 @@ def build(
     tiers_file: Path | None,
     settings: TrainSettings,
     force: bool = False,
+    warm_start: Path | None = None,
 ) -> ModelMetadata:
-    base = base_model_dir(settings.base)
+    """`warm_start`: a built model directory with the same labels to train on from
+    (models.retrain), instead of the pretrained base."""
+    base = warm_start or base_model_dir(settings.base)
     bundled_taxonomy = tiers_file is not None and tiers_file.resolve() == BUNDLED_INTENTS
     fp = fingerprint(data, settings, base, (taxonomy.INTENTS, taxonomy.BOUNDARIES) if bundled_taxonomy else ())
     meta_path = out / METADATA_FILE
@@ -618,7 +627,9 @@ def build(
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model, tokenizer, accuracy = train([(t, lab) for t, lab, _ in fit_rows], labels, base, settings)
+    model, tokenizer, accuracy = train(
+        [(t, lab) for t, lab, _ in fit_rows], labels, base, settings, warm=warm_start is not None
+    )
     tiers = read_tiers(tiers_file, labels)
     edge, edge_accuracy = train_edge_classifier([(t, lab) for t, lab, _ in fit_rows], labels, "")
     report = validate(

@@ -5,9 +5,10 @@ The split hashes the ticket id, so one ticket always lands on the same side and 
 the weight only moves tickets from stable to canary. A colouring header overrides it;
 in shadow mode stable answers and the canary's answers are only recorded. The judge
 compares the canary with stable on live traffic (answer agreement on shadowed or
-compared tickets, P99, error rate) and on the golden set (accuracy); any threshold
-broken rolls back to 0 % at once, all of them held for `hold_s` promote by
-`step_percent`.
+compared tickets, P99, error rate), on the golden set (accuracy) and, for a candidate
+retrained from reviews, on its reviewed set (accuracy on resolved items it never trained
+on: it must be better there to be promoted); any threshold broken rolls back to 0 % at
+once, all of them held for `hold_s` promote by `step_percent`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,21 @@ class CanaryConfig(BaseModel):
     )
     max_p99_ratio: float = Field(1.5, gt=0, description="canary P99 / stable P99 allowed")
     max_error_rate_percent: float = Field(1.0, ge=0, le=100, description="canary errors per answer allowed")
+    max_reviewed_drop: float = Field(
+        0.05, ge=0, le=1, description="reviewed-set accuracy the canary may lose against stable before a rollback"
+    )
+    min_reviewed_gain: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="reviewed-set accuracy the canary must gain over stable to be promoted (capped at stable's "
+        "distance to 1.0): a candidate no better on what people corrected stays where it is",
+    )
+    shadow_goes_live: bool = Field(
+        False,
+        description="a shadow canary that held every check for hold_s goes live at start_percent by itself; "
+        "false: going live is an operator's call",
+    )
 
 
 def side_for(ticket_key: str, canary_percent: float, color: str | None = None) -> Side:
@@ -58,6 +74,10 @@ class CanaryStats:
     stable_p99_ms: float | None
     golden_canary_accuracy: float | None  # None: the golden set was not run against this canary yet
     golden_stable_accuracy: float | None
+    # The canary's reviewed set (resolved review items it never trained on, models.retrain);
+    # None: it has none, or it was not run yet.
+    reviewed_canary_accuracy: float | None = None
+    reviewed_stable_accuracy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,12 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
             f"golden accuracy {s.golden_canary_accuracy:.3f} vs stable {s.golden_stable_accuracy:.3f} "
             f"(allowed drop {c.max_golden_drop})"
         )
+    reviewed = s.reviewed_canary_accuracy is not None and s.reviewed_stable_accuracy is not None
+    if reviewed and s.reviewed_stable_accuracy - s.reviewed_canary_accuracy > c.max_reviewed_drop:
+        broken.append(
+            f"reviewed-set accuracy {s.reviewed_canary_accuracy:.3f} vs stable {s.reviewed_stable_accuracy:.3f} "
+            f"(allowed drop {c.max_reviewed_drop})"
+        )
     if s.canary_answers >= c.min_canary_answers:
         error_rate = 100 * s.canary_errors / s.canary_answers
         if error_rate > c.max_error_rate_percent:
@@ -96,6 +122,15 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
     sampled = s.compared >= c.min_compared and s.canary_answers >= c.min_canary_answers and golden
     if not sampled:
         return Decision("hold", canary_percent, "waiting for samples")
+    if reviewed:
+        gain = min(c.min_reviewed_gain, 1.0 - s.reviewed_stable_accuracy)
+        if s.reviewed_canary_accuracy - s.reviewed_stable_accuracy < gain:
+            return Decision(
+                "hold",
+                canary_percent,
+                f"not better on the reviewed set: {s.reviewed_canary_accuracy:.3f} vs stable "
+                f"{s.reviewed_stable_accuracy:.3f} (needs +{gain:.3f})",
+            )
     if now - since < c.hold_s:
         return Decision("hold", canary_percent, f"holding {now - since:.0f} of {c.hold_s:.0f} s")
     if canary_percent >= 100:

@@ -108,13 +108,20 @@ class Rollout:
         self.epoch += 1  # the canary's cached answers are dropped everywhere
         return self._change(0.0, False, "rolled_back", "rollback", reason, now, at_unix_s)
 
-    def apply(self, decision: Decision, now: float, at_unix_s: float) -> tuple[Decision, Change | None]:
-        """The judge's decision, as taken: a promotion in shadow mode is held, since a
-        shadow's answers never reached a customer and going live is an operator's call."""
+    def apply(
+        self, decision: Decision, now: float, at_unix_s: float, live_percent: float | None = None
+    ) -> tuple[Decision, Change | None]:
+        """The judge's decision, as taken. A promotion in shadow mode (no answer of the
+        canary reached a customer yet) goes live at `live_percent`, or is held when that is
+        None: going live is then an operator's call."""
         if decision.action == "rollback":
             return decision, self.rollback(decision.reason, now, at_unix_s)
         if decision.action == "promote" and self.shadow:
-            return Decision("hold", self.percent, f"checks held in shadow mode ({decision.reason})"), None
+            if live_percent is None:
+                return Decision("hold", self.percent, f"checks held in shadow mode ({decision.reason})"), None
+            reason = f"checks held in shadow mode; live at {live_percent:g} %"
+            change = self._change(live_percent, False, "rolling", "promote", reason, now, at_unix_s)
+            return Decision("promote", live_percent, reason), change
         if decision.action == "promote":
             change = self._change(decision.canary_percent, False, "rolling", "promote", decision.reason, now, at_unix_s)
             return decision, change

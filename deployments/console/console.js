@@ -15,6 +15,7 @@ const state = {
   cursor: 0,
   labels: [],
   picking: null, // {matches, cursor} while the label picker is open
+  retrainPoll: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -101,7 +102,7 @@ async function show(view) {
   for (const tab of document.querySelectorAll("nav button")) tab.classList.toggle("active", tab.dataset.view === view);
   $("queue").hidden = view === "rollout";
   $("rollout").hidden = view !== "rollout";
-  if (view === "rollout") await loadRollout();
+  if (view === "rollout") await Promise.all([loadRollout(), loadRetrain()]);
   else await loadItems();
 }
 
@@ -248,6 +249,42 @@ async function loadRollout() {
   ]);
 }
 
+async function loadRetrain() {
+  let s;
+  try {
+    s = await api("GET", "/admin/retrain");
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    fillTable($("retrain-state"), [["status", e.message]]);
+    $("retrain").disabled = $("retrain-stop").disabled = true;
+    return;
+  }
+  const run = s.current || {};
+  fillTable($("retrain-state"), [
+    ["status", s.status],
+    ["run", run.run_id ?? "–"],
+    ["started", run.started_at ?? "–"],
+    ["candidate", run.candidate_version ?? run.candidate_dir ?? "–"],
+    ["seconds", run.seconds ?? "–"],
+    ["message", run.message || "–"],
+  ]);
+  $("retrain-log").textContent = s.log_tail.join("\n");
+  $("retrain").disabled = s.status === "running";
+  $("retrain-stop").disabled = s.status !== "running";
+  clearTimeout(state.retrainPoll);
+  if (s.status === "running" && state.view === "rollout") state.retrainPoll = setTimeout(() => loadRetrain().catch(() => {}), 3000);
+}
+
+async function retrainAction(path) {
+  try {
+    const run = await api("POST", path);
+    say(`retrain ${run.run_id}: ${run.status}`);
+  } catch (e) {
+    say(`retrain: ${e.message}`, true);
+  }
+  await loadRetrain();
+}
+
 async function rolloutAction(path) {
   try {
     const result = await api("POST", path);
@@ -296,5 +333,7 @@ for (const tab of document.querySelectorAll("nav button")) {
 }
 $("promote").addEventListener("click", () => rolloutAction("/admin/rollout/promote"));
 $("rollback").addEventListener("click", () => rolloutAction("/admin/rollout/rollback"));
-$("refresh").addEventListener("click", () => loadRollout());
+$("refresh").addEventListener("click", () => Promise.all([loadRollout(), loadRetrain()]));
+$("retrain").addEventListener("click", () => retrainAction("/admin/retrain"));
+$("retrain-stop").addEventListener("click", () => retrainAction("/admin/retrain/stop"));
 if (state.token) logIn(state.token);

@@ -1,10 +1,11 @@
 """Blue-green model sides on real graphs: a canary with shuffled labels, tried in shadow
-mode, rolls back by itself and its cached answers are never served again (on a colocated
+mode, rolls back by itself (worse on the golden set and on its reviewed set) and its cached answers are never served again (on a colocated
 graph, whose stable model lives in the ingress); a good canary is promoted step by step
 to all traffic; the split keeps each ticket id on one side."""
 
 from __future__ import annotations
 
+import csv
 import json
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ import ray
 from ray import serve
 
 from deployments.config import EDGE_OFF
+from models.artifacts import REVIEWED_SET_FILE
+from models.golden import load
 from models.variant import derive
 from tests.harness import fake_args, running
 
@@ -79,6 +82,11 @@ def classify(client, text: str, ticket_id: str, headers: dict | None = None) -> 
 def models(default_model_dir, tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("canary-models")
     derive(Path(default_model_dir), out / "shuffled", shuffle_seed=1)
+    # As if retrained from reviews: resolved items it never trained on (models.retrain).
+    with open(out / "shuffled" / REVIEWED_SET_FILE, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label", "lang", "style"])
+        writer.writerows([item.text, item.intent, item.lang, "review"] for item in load()[::12])
     derive(Path(default_model_dir), out / "copy")
     return {"shuffled": out / "shuffled", "copy": out / "copy"}
 
@@ -114,7 +122,9 @@ def test_a_shuffled_label_canary_rolls_back_by_itself(ray_serve, default_model_d
         assert (state["percent"], state["shadow"]) == (0, False)
         last = state["history"][-1]
         assert last["action"] == "rollback" and "golden accuracy" in last["reason"], last
+        assert "reviewed-set accuracy" in last["reason"], last
         assert state["golden"]["canary_accuracy"] < 0.2 < 0.7 < state["golden"]["stable_accuracy"]
+        assert state["golden"]["reviewed_canary_accuracy"] < 0.2 < 0.7 < state["golden"]["reviewed_stable_accuracy"]
         assert json.loads(state_file.read_text())["status"] == "rolled_back"
 
         time.sleep(1.0)  # the rollback's cache flush reaches every caller at its next sync

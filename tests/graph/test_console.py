@@ -46,6 +46,7 @@ def graph(ray_serve, default_model_dir, tmp_path_factory):
         edge=EDGE_OFF,
         # Nearly every answer is below 0.999: flagged and recorded, in the order sent.
         review={"min_confidence": 0.999, "store_path": str(store), "audit_share": 0.0},
+        retrain={"candidates_dir": str(store.parent / "candidates"), "state_path": str(store.parent / "retrain.json")},
         admin={"token": ADMIN, "reviewer_token": REVIEWER},
     )
     with running(ray_serve, APP, args) as client:
@@ -157,6 +158,13 @@ def test_an_admin_sees_the_rollout_and_its_actions_reach_the_controller(graph, b
     browser.find_element(By.ID, "promote").click()
     WebDriverWait(browser, 15).until(lambda d: "canary" in d.find_element(By.ID, "status").text)
     assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+    # A retrain starts from the page and stops from it (tests/graph/test_retrain.py runs one through).
+    browser.find_element(By.ID, "retrain").click()
+    WebDriverWait(browser, 15).until(lambda d: "status running" in d.find_element(By.ID, "retrain-state").text)
+    browser.find_element(By.ID, "retrain-stop").click()
+    WebDriverWait(browser, 45).until(lambda d: "status stopped" in d.find_element(By.ID, "retrain-state").text)
+    runs = graph.get("/admin/retrain", headers={"Authorization": f"Bearer {ADMIN}"}).json()["runs"]
+    assert [r["status"] for r in runs] == ["stopped"]
 
 
 def test_the_page_forbids_inline_script_and_other_origins(graph):

@@ -54,6 +54,10 @@ def stats(**kw) -> CanaryStats:
         (dict(golden_canary_accuracy=0.70), "golden accuracy 0.700 vs stable 0.840"),
         (dict(canary_errors=5), "error rate 2.50 %"),
         (dict(canary_p99_ms=400), "P99 400 ms vs stable 100 ms"),
+        (
+            dict(reviewed_canary_accuracy=0.30, reviewed_stable_accuracy=0.60),
+            "reviewed-set accuracy 0.300 vs stable 0.600",
+        ),
     ],
 )
 def test_any_broken_threshold_rolls_back_at_once_and_says_why(bad, words):
@@ -87,3 +91,20 @@ def test_promotes_in_steps_after_the_hold_time_then_completes():
 
 def test_nothing_to_do_without_a_rollout():
     assert judge(CONFIG, GOOD, canary_percent=0, since=0, now=10_000).action == "hold"
+
+
+@pytest.mark.parametrize(
+    "canary, stable, promoted",
+    [
+        (0.80, 0.60, True),  # better on what people corrected
+        (0.61, 0.60, True),  # by the minimum gain
+        (0.60, 0.60, False),  # no better: held, not rolled back
+        (0.58, 0.60, False),  # a little worse, within the allowed drop: held
+        (1.00, 1.00, True),  # nothing left to gain
+    ],
+)
+def test_a_candidate_is_promoted_only_when_better_on_its_reviewed_set(canary, stable, promoted):
+    d = judge(CONFIG, stats(reviewed_canary_accuracy=canary, reviewed_stable_accuracy=stable), 15, since=0, now=1000)
+    assert d.action == ("promote" if promoted else "hold"), d
+    if not promoted:
+        assert "not better on the reviewed set" in d.reason and d.canary_percent == 15

@@ -42,6 +42,14 @@ def test_a_promotion_in_shadow_mode_is_held_and_a_full_share_completes():
     assert r.apply(Decision("hold", 100.0, "no rollout"), now=9, at_unix_s=0)[1] is None
 
 
+def test_a_shadow_that_held_every_check_goes_live_by_policy():
+    r = Rollout("v2", start_percent=100, shadow=True, now=0)
+    decision, change = r.apply(Decision("promote", 100.0, "every check held"), now=5, at_unix_s=0, live_percent=5)
+    assert (decision.action, change.to_percent, change.shadow) == ("promote", 5, False)
+    assert (r.status, r.percent, r.shadow, r.judged) == ("rolling", 5, False, True)
+    assert "live at 5 %" in change.reason
+
+
 def test_a_saved_rollout_of_the_same_version_wins_over_the_start():
     r = Rollout("v2", start_percent=5, shadow=False, now=0)
     r.rollback("bad", now=1, at_unix_s=10)

@@ -1,0 +1,180 @@
+"""Retrain from reviews: a candidate model from the bundled tickets plus every item people
+resolved in the review queue, warm-started from the model that serves now.
+
+    python -m models.retrain --store var/review.sqlite3 --from artifacts/models/default \
+        --out artifacts/models/candidates/manual
+    python -m models.retrain --url http://127.0.0.1:8000 --wait   # the graph's retrain (a Ray task)
+
+A hashed `--reviewed-share` of the resolved items (by text, so an item keeps its side as
+the queue grows) is never trained on: it is the candidate's **reviewed set**
+(`reviewed_set.csv` in its directory), on which the canary controller compares candidate
+and stable. The rest train beside a replay of the bundled rows (all of them by default;
+`--replay-rows N` samples N): without them a warm start drifts toward the few labels
+people corrected. Each reviewed row counts `--review-weight` times. The candidate is a
+whole model directory as `models.build` writes it (calibrated again, its own version),
+with `retrain` in its metadata: the model it started from, the rows it learnt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from models.artifacts import REVIEWED_SET_FILE, ModelMetadata
+from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, build
+
+Row = tuple[str, str, str]  # text, label, lang
+
+
+@dataclass(frozen=True)
+class RetrainSettings:
+    epochs: int = 1
+    reviewed_share: float = 0.2
+    replay_rows: int = 0  # bundled rows trained again; 0: all
+    review_weight: int = 2
+    seed: int = 13
+
+
+def is_reviewed_set(text: str, share: float) -> bool:
+    """The reviewed-set side of a resolved item, by its text alone (salted apart from the
+    build's validation hash, so the two splits are independent)."""
+    digest = hashlib.sha256(b"reviewed-set\0" + text.encode()).hexdigest()
+    return int(digest[:8], 16) / 0xFFFFFFFF < share
+
+
+def split_reviews(rows: list[Row], share: float) -> tuple[list[Row], list[Row]]:
+    """(rows to train on, the reviewed set); a text resolved twice keeps its last label."""
+    latest = {text: (text, label, lang) for text, label, lang in rows}
+    train = [r for r in latest.values() if not is_reviewed_set(r[0], share)]
+    held = [r for r in latest.values() if is_reviewed_set(r[0], share)]
+    return train, held
+
+
+def training_rows(bundled: list[dict[str, str]], reviews: list[Row], settings: RetrainSettings) -> list[dict[str, str]]:
+    """The bundled rows to replay (all, or a seeded sample) and each review row
+    `review_weight` times, as `models.build` reads them (text, label, lang, style)."""
+    replay = bundled
+    if settings.replay_rows and settings.replay_rows < len(bundled):
+        replay = random.Random(settings.seed).sample(bundled, settings.replay_rows)
+    rows = [
+        {"text": r["text"], "label": r["label"], "lang": r.get("lang", ""), "style": r.get("style", "")} for r in replay
+    ]
+    learn = [{"text": t, "label": lab, "lang": lang, "style": "review"} for t, lab, lang in reviews]
+    return rows + learn * settings.review_weight
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["text", "label", "lang", "style"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_bundled(path: Path = BUNDLED_DATA) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def retrain(
+    reviews: list[Row],
+    source: Path,
+    out: Path,
+    settings: RetrainSettings = RetrainSettings(),
+    train: TrainSettings = TrainSettings(),
+) -> ModelMetadata:
+    """Builds the candidate in `out` from `reviews` (resolved items: text, label, lang)."""
+    started = time.monotonic()
+    stable = ModelMetadata.load(source)
+    unknown = sorted({label for _, label, _ in reviews} - set(stable.labels))
+    if unknown:
+        raise SystemExit(f"reviews use labels {unknown} that {stable.version} lacks; a new label needs models.build")
+    learn, reviewed_set = split_reviews(reviews, settings.reviewed_share)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = out.with_name(out.name + ".data.csv")
+    write_rows(data, training_rows(read_bundled(), learn, settings))
+    print(
+        f"retraining {stable.version}: {len(learn)} reviewed rows to learn, {len(reviewed_set)} kept as the "
+        f"reviewed set, {settings.epochs} epoch(s)",
+        file=sys.stderr,
+    )
+    warm = replace(train, epochs=settings.epochs, seed=settings.seed)
+    meta = build(data, "text", "label", out, BUNDLED_INTENTS, warm, force=True, warm_start=source)
+    data.unlink()
+    write_rows(
+        out / REVIEWED_SET_FILE,
+        [{"text": t, "label": lab, "lang": lang, "style": "review"} for t, lab, lang in reviewed_set],
+    )
+    meta.extra["retrain"] = {
+        "from_version": stable.version,
+        "reviews_learnt": len(learn),
+        "reviewed_set": len(reviewed_set),
+        "epochs": settings.epochs,
+        "replay_rows": settings.replay_rows,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    meta.save(out)
+    print(f"candidate {meta.version} in {out} ({meta.extra['retrain']['seconds']} s)", file=sys.stderr)
+    return meta
+
+
+def read_reviews(store: Path) -> list[Row]:
+    """The resolved items of a review store (text masked as stored)."""
+    from deployments.review import ReviewStore
+
+    reviews = ReviewStore(store)
+    try:
+        return [(r["text"], r["label"], r["lang"]) for r in reviews.training_rows()]
+    finally:
+        reviews.close()
+
+
+def _remote(url: str, token: str, wait: bool) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"}
+    started = httpx.post(f"{url}/admin/retrain", headers=headers, timeout=30)
+    print(json.dumps(started.json(), indent=2))
+    if started.status_code >= 400:
+        raise SystemExit(1)
+    while wait:
+        time.sleep(5)
+        state = httpx.get(f"{url}/admin/retrain", headers=headers, timeout=30).json()
+        print(f"{state['status']}: {state.get('message') or ''}", file=sys.stderr)
+        if state["status"] not in ("running",):
+            print(json.dumps(state, indent=2))
+            raise SystemExit(0 if state["status"] == "succeeded" else 1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import os
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--store", type=Path, help="review store (SQLite) whose resolved items to learn")
+    p.add_argument("--from", dest="source", type=Path, help="the serving model directory to start from")
+    p.add_argument("--out", type=Path, help="candidate model directory")
+    p.add_argument("--epochs", type=int, default=RetrainSettings.epochs)
+    p.add_argument("--reviewed-share", type=float, default=RetrainSettings.reviewed_share)
+    p.add_argument("--replay-rows", type=int, default=RetrainSettings.replay_rows)
+    p.add_argument("--review-weight", type=int, default=RetrainSettings.review_weight)
+    p.add_argument("--url", help="start the running graph's retrain instead (POST /admin/retrain)")
+    p.add_argument("--token-env", default="TICKETSERVE_ADMIN_TOKEN", help="with --url: the admin token's variable")
+    p.add_argument("--wait", action="store_true", help="with --url: until the retrain ends")
+    a = p.parse_args(argv)
+    if a.url:
+        _remote(a.url.rstrip("/"), os.environ.get(a.token_env, ""), a.wait)
+        return
+    if not (a.store and a.source and a.out):
+        p.error("give --store, --from and --out (or --url)")
+    settings = RetrainSettings(a.epochs, a.reviewed_share, a.replay_rows, a.review_weight)
+    retrain(read_reviews(a.store), a.source, a.out, settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+import asyncio
+import json
+
+from deployments.config import RetrainConfig
+from deployments.retrainer import Retrainer, log_tail
+from models.retrain import RetrainSettings, split_reviews, training_rows
+
+REVIEWS = [(f"ticket number {i}", "cancel_order" if i % 2 else "refund_request", "en") for i in range(200)]
+
+
+def test_the_reviewed_set_is_a_stable_share_by_text_and_never_trained_on():
+    learn, held = split_reviews(REVIEWS, 0.2)
+    assert 25 <= len(held) <= 55 and len(learn) + len(held) == 200
+    assert not {t for t, _, _ in learn} & {t for t, _, _ in held}
+    # The queue grows: every item keeps its side.
+    more_learn, more_held = split_reviews(
+        REVIEWS + [(f"later ticket {i}", "cancel_order", "en") for i in range(50)], 0.2
+    )
+    assert set(held) <= set(more_held) and set(learn) <= set(more_learn)
+
+
+def test_a_text_resolved_twice_keeps_its_last_label():
+    learn, held = split_reviews(
+        [("where is my parcel", "order_status", "en"), ("where is my parcel", "delivery_delay", "en")], 0.5
+    )
+    assert [label for _, label, _ in learn + held] == ["delivery_delay"]
+
+
+def test_training_rows_replay_the_bundled_rows_and_weigh_the_reviews():
+    bundled = [{"text": f"bundled {i}", "label": "order_status", "lang": "en", "style": "plain"} for i in range(100)]
+    reviews = REVIEWS[:10]
+    rows = training_rows(bundled, reviews, RetrainSettings(replay_rows=30, review_weight=3))
+    assert sum(r["style"] == "plain" for r in rows) == 30
+    assert sum(r["style"] == "review" for r in rows) == 30
+    assert training_rows(bundled, reviews, RetrainSettings(replay_rows=30)) == training_rows(
+        bundled, reviews, RetrainSettings(replay_rows=30)
+    )  # seeded
+    assert sum(r["style"] == "plain" for r in training_rows(bundled, [], RetrainSettings())) == 100
+
+
+def test_a_retrain_running_when_the_graph_restarted_is_recorded_as_failed(tmp_path):
+    state = tmp_path / "retrain.json"
+    run = {
+        "run_id": "1",
+        "status": "running",
+        "started_at": "t",
+        "source_dir": "s",
+        "candidate_dir": str(tmp_path / "c"),
+    }
+    done = {**run, "run_id": "0", "status": "succeeded", "candidate_version": "v"}
+    state.write_text(json.dumps([done, run]))
+    retrainer = Retrainer(RetrainConfig(state_path=str(state)), "store", "model")
+    seen = asyncio.run(retrainer.state())
+    assert seen["status"] == "failed" and "restarted" in seen["current"]["message"]
+    assert [r["status"] for r in seen["runs"]] == ["failed", "succeeded"]
+
+
+def test_the_log_tail_reads_progress_bars_as_lines(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("start\nstep 1\rstep 2\rstep 3\n\nend\n")
+    assert log_tail(log, 3) == ["step 2", "step 3", "end"]
+    assert log_tail(tmp_path / "missing.log") == []
