@@ -79,8 +79,9 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
     if config.review.enabled:
         optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config=config.review)
         if config.retrain.enabled:
+            publish = config.rollout.canary_model_dir if config.retrain.publish_to_canary else None
             optional["retrainer"] = deployment(retrainer.Retrainer, retrainer.DEFAULT_OPTIONS).bind(
-                config=config.retrain, store_path=config.review.store_path, model_dir=model_dir
+                config=config.retrain, store_path=config.review.store_path, model_dir=model_dir, canary_link=publish
             )
     side = None
     if config.rollout.canary_model_dir is not None:
@@ -91,7 +92,7 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         )
         optional["canary_model"] = side
     controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(
-        config=config.rollout, stable=front_name if colocated else model, canary=side
+        config=config.rollout, stable=front_name if colocated else model, canary=side, stable_model_dir=model_dir
     )
     optional["canary_controller"] = controller
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config=config.antispam)

@@ -184,6 +184,10 @@ class AdminEndpoints:
             raise run.error()
         return asdict(run)
 
+    async def admin_models_restore(self) -> dict[str, Any]:
+        """Stable back to the model before the last promotion (the `previous` alias)."""
+        return await self._rollout("restore_stable")
+
     async def admin_cache_flush(self) -> dict[str, Any]:
         """Every edge router drops its result cache at its next sync with the controller."""
         return await self._controller().flush_caches.remote()
@@ -246,6 +250,7 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     router.post("/rollout/promote")(cls.admin_rollout_promote)
     router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)
     router.post("/cache/flush")(cls.admin_cache_flush)
+    router.post("/models/restore")(cls.admin_models_restore)
     router.post("/retrain", status_code=202)(cls.admin_retrain_start)
     router.get("/retrain")(cls.admin_retrain_state)
     router.post("/retrain/stop")(cls.admin_retrain_stop)

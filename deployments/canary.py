@@ -29,6 +29,7 @@ from ray.serve.metrics import Counter
 
 from deployments.config import RolloutConfig
 from deployments.held_gauge import HeldGauge
+from models import registry
 from models.artifacts import REVIEWED_SET_FILE
 from models.golden import GoldenItem, load
 from policies.canary import COLORS, CanaryStats, Decision, Side, judge
@@ -92,8 +93,10 @@ class CanaryController:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         judge_loop: bool = True,
+        stable_model_dir: str | None = None,
     ):
         self._config = config
+        self._stable_model_dir = stable_model_dir
         if isinstance(stable, str):
             # Colocated: the stable model answers inside the ingress, which binds this
             # controller; a handle bound here would be a cycle, so it is looked up by name.
@@ -108,7 +111,9 @@ class CanaryController:
         self._reviewed_items = reviewed_set(config.canary_model_dir)
         self._golden: dict[str, Any] | None = None
         self._totals = collections.Counter[str]()
-        self._rollout = Rollout(self._versions["canary"], config.policy.start_percent, config.shadow, clock())
+        # A canary side serving the stable model has nothing to roll out.
+        rolled = self._versions["canary"] if self._versions["canary"] != self._versions["stable"] else None
+        self._rollout = Rollout(rolled, config.policy.start_percent, config.shadow, clock())
         if (saved := self._load()) is not None:
             self._rollout.restore(saved)
         self._started = clock()
@@ -157,7 +162,18 @@ class CanaryController:
             "golden": self._golden,
             "totals": dict(self._totals),
             "history": [dataclasses.asdict(c) for c in self._rollout.history],
+            "aliases": self._aliases(),
         }
+
+    def _aliases(self) -> dict[str, str] | None:
+        """What the model aliases name now; None where the sides' directories are not aliases."""
+        stable = self._stable_model_dir
+        if not (stable and Path(stable).is_symlink()):
+            return None
+        links = {"stable": Path(stable), "previous": registry.previous_link(stable)}
+        if self._config.canary_model_dir:
+            links["candidate"] = Path(self._config.canary_model_dir)
+        return {name: str(registry.target(link)) for name, link in links.items() if link.is_symlink()}
 
     def set_split(self, percent: float | None = None, shadow: bool | None = None) -> dict[str, Any]:
         self._require_canary()
@@ -196,12 +212,61 @@ class CanaryController:
         live = policy.start_percent if policy.shadow_goes_live else None
         decision, change = r.apply(decision, self._clock(), self._wall(), live)
         self._changed(change)
+        if change is not None and change.action == "complete" and self._config.promote_to_stable:
+            self._promote_to_stable()
         return decision
+
+    async def follow_aliases(self) -> None:
+        """Model directories that are aliases (models/registry.py) move: a side whose
+        replicas came back on another model starts what that means. A new canary model
+        starts a rollout of its own (with its reviewed set); the stable side on the
+        canary's model ends the rollout."""
+        if self._canary is None:
+            return
+        stable = (await self._stable.labels.remote())["model_version"]
+        canary = (await self._canary.labels.remote())["model_version"]
+        now, wall = self._clock(), self._wall()
+        if stable != self._versions["stable"]:
+            self._versions["stable"] = stable
+            logger.info("stable side now serves %s", stable)
+            if stable == self._rollout.canary_version:
+                self._changed(self._rollout.stable_is(stable, now, wall))
+        if canary != self._versions["canary"]:
+            self._versions["canary"] = canary
+            self._reviewed_items = reviewed_set(self._config.canary_model_dir)
+            self._golden = None
+            version = canary if canary != stable else None
+            start, shadow = self._config.policy.start_percent, self._config.shadow
+            self._changed(self._rollout.new_canary(version, start, shadow, now, wall))
+            logger.info("canary side now serves %s", canary)
+
+    def _promote_to_stable(self) -> None:
+        """A complete rollout makes the canary's model the stable one by moving the
+        aliases; Serve replaces the stable replicas, which load it (their health check
+        fails once their alias moved) while the canary keeps every ticket."""
+        stable, canary = self._stable_model_dir, self._config.canary_model_dir
+        if not (stable and canary and Path(stable).is_symlink() and Path(canary).is_symlink()):
+            logger.warning(
+                "rollout complete; not promoted: model.engine.model_dir and canary_model_dir are not aliases"
+            )
+            return
+        logger.info("promoting %s to stable", registry.promote(stable, canary))
+
+    def restore_stable(self) -> dict[str, Any]:
+        """Stable back to the model before the last promotion (the `previous` alias)."""
+        if not (self._stable_model_dir and Path(self._stable_model_dir).is_symlink()):
+            raise NoCanary("model.engine.model_dir is not an alias (models/registry.py): nothing to restore")
+        try:
+            registry.restore_previous(self._stable_model_dir)
+        except FileNotFoundError as e:
+            raise NoCanary(str(e)) from None
+        return self.state()
 
     async def _judge_loop(self) -> None:
         while True:
             await asyncio.sleep(self._config.judge_interval_s)
             try:
+                await self.follow_aliases()
                 await self.judge_once()
             except Exception:  # a failed round (a side restarting) is judged again next time
                 logger.exception("canary judge round failed")

@@ -226,6 +226,11 @@ class RetrainConfig(Strict):
     num_cpus: float = Field(1.0, gt=0, description="Ray CPUs the retrain task reserves (its own, not a replica's)")
     torch_threads: int = Field(1, ge=1, description="threads the retrain computes on: the rest stay the graph's")
     niceness: int = Field(10, ge=0, le=19, description="the retrain's CPU priority below the graph's (Unix nice)")
+    publish_to_canary: bool = Field(
+        False,
+        description="a finished candidate becomes the canary: rollout.canary_model_dir (a link, models/registry.py) "
+        "is pointed at it, and the canary controller starts its rollout",
+    )
 
 
 class RolloutConfig(Strict):
@@ -237,6 +242,11 @@ class RolloutConfig(Strict):
     )
     policy: CanaryConfig = Field(default_factory=CanaryConfig, description="split, judging thresholds and steps")
     judge_interval_s: float = Field(5.0, gt=0, description="how often the controller judges the canary")
+    promote_to_stable: bool = Field(
+        False,
+        description="a complete rollout makes the canary's model stable by moving the aliases (model.engine.model_dir "
+        "and canary_model_dir must be links, models/registry.py); false: an operator's edit",
+    )
     golden_file: ProjectPath = Field(
         "models/data/golden.csv", description="golden set both sides answer before the canary is judged"
     )

@@ -22,6 +22,7 @@ from deployments.held_gauge import HeldGauge
 from deployments.kv_reporter import KVReporter
 from deployments.replica_controls import ReplicaControls
 from models.artifacts import OUT_OF_SCOPE
+from models.registry import target
 
 logger = logging.getLogger("ray.serve")
 
@@ -58,6 +59,8 @@ class ModelReplica:
         self._clock = time.monotonic
         self._faults = FaultInjector(config.faults)
         # The engine class follows config.engine.mode (vLLM's, or the fake for graph tests).
+        # Where the model directory pointed when the engine loaded it (an alias moves).
+        self._loaded = target(config.engine.model_dir)
         self._engine = start_engine(config.engine, config.engine.model_dir)
         self._source = serve.get_replica_context().replica_id.unique_id
         # Before Serve marks the replica ready, so no ticket waits for it.
@@ -177,10 +180,18 @@ class ModelReplica:
         }
 
     async def ping(self) -> str:
-        await self.check_health()
+        await self._check_engine()
         return "ok"
 
     async def check_health(self) -> None:
+        """Serve's health check. A model directory that is an alias (models/registry.py) and
+        now names another model fails it: Serve replaces this replica with one that loads
+        the new model, while this one answers with the old until then."""
+        if (now := target(self._config.engine.model_dir)) != self._loaded:
+            raise RuntimeError(f"{self._config.engine.model_dir} now names {now}: restart to load it")
+        await self._check_engine()
+
+    async def _check_engine(self) -> None:
         if self._controls.restart_reason:
             raise RuntimeError(f"restart requested: {self._controls.restart_reason}")
         await self._engine.check_health()

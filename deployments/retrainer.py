@@ -27,6 +27,7 @@ import ray
 
 from deployments.api import Refusal
 from deployments.config import RetrainConfig
+from models import registry
 
 DEFAULT_OPTIONS = {
     "name": "Retrainer",
@@ -78,7 +79,8 @@ def run_retrain(store: str, source: str, out: str, log: str, config: RetrainConf
     """The Ray task's body (a process of its own): lower priority, few threads."""
     import torch
 
-    from models.retrain import RetrainSettings, read_reviews, retrain
+    from deployments.review import ReviewStore
+    from models.retrain import RetrainSettings, retrain
 
     os.nice(config.niceness)
     torch.set_num_threads(config.torch_threads)
@@ -86,7 +88,10 @@ def run_retrain(store: str, source: str, out: str, log: str, config: RetrainConf
     with open(log, "w", buffering=1, encoding="utf-8") as f:
         sys.stdout, sys.stderr = _Tee(f, sys.stdout), _Tee(f, sys.stderr)
         settings = RetrainSettings(config.epochs, config.reviewed_share, config.replay_rows, config.review_weight)
-        meta = retrain(read_reviews(Path(store)), Path(source), Path(out), settings)
+        reviews = ReviewStore(store)
+        rows = [(r["text"], r["label"], r["lang"]) for r in reviews.training_rows()]
+        reviews.close()
+        meta = retrain(rows, Path(source), Path(out), settings)
     return {"version": meta.version, "seconds": meta.extra["retrain"]["seconds"]}
 
 
@@ -104,9 +109,12 @@ class Retrainer:
         config: RetrainConfig,
         store_path: str,
         model_dir: str,
+        canary_link: str | None = None,
         clock: Callable[[], datetime.datetime] = _utc_now,
     ):
+        """`canary_link`: the canary's model alias, pointed at each finished candidate."""
         self._config = config
+        self._canary_link = canary_link
         self._store_path = store_path
         self._model_dir = model_dir
         self._clock = clock
@@ -175,6 +183,8 @@ class Retrainer:
             self._end("failed", message=(tail[-1] if tail else type(e).__name__)[:500])
         else:
             self._end("succeeded", candidate_version=result["version"], seconds=result["seconds"])
+            if self._canary_link is not None:
+                registry.point(self._canary_link, self._runs[-1].candidate_dir)
 
     async def stop(self) -> RetrainRun | Refusal:
         run = self._current()

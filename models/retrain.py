@@ -1,7 +1,8 @@
 """Retrain from reviews: a candidate model from the bundled tickets plus every item people
 resolved in the review queue, warm-started from the model that serves now.
 
-    python -m models.retrain --store var/review.sqlite3 --from artifacts/models/default \
+    curl -H "Authorization: Bearer $TICKETSERVE_ADMIN_TOKEN" http://127.0.0.1:8000/admin/review/export > reviews.csv
+    python -m models.retrain --reviews reviews.csv --from artifacts/models/default \
         --out artifacts/models/candidates/manual
     python -m models.retrain --url http://127.0.0.1:8000 --wait   # the graph's retrain (a Ray task)
 
@@ -124,15 +125,10 @@ def retrain(
     return meta
 
 
-def read_reviews(store: Path) -> list[Row]:
-    """The resolved items of a review store (text masked as stored)."""
-    from deployments.review import ReviewStore
-
-    reviews = ReviewStore(store)
-    try:
-        return [(r["text"], r["label"], r["lang"]) for r in reviews.training_rows()]
-    finally:
-        reviews.close()
+def read_reviews(path: Path) -> list[Row]:
+    """Resolved items as `GET /admin/review/export` writes them (text, label, lang)."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [(r["text"], r["label"], r.get("lang") or "") for r in csv.DictReader(f)]
 
 
 def _remote(url: str, token: str, wait: bool) -> None:
@@ -156,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     import os
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--store", type=Path, help="review store (SQLite) whose resolved items to learn")
+    p.add_argument("--reviews", type=Path, help="resolved items to learn: CSV of GET /admin/review/export")
     p.add_argument("--from", dest="source", type=Path, help="the serving model directory to start from")
     p.add_argument("--out", type=Path, help="candidate model directory")
     p.add_argument("--epochs", type=int, default=RetrainSettings.epochs)
@@ -170,10 +166,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.url:
         _remote(a.url.rstrip("/"), os.environ.get(a.token_env, ""), a.wait)
         return
-    if not (a.store and a.source and a.out):
-        p.error("give --store, --from and --out (or --url)")
+    if not (a.reviews and a.source and a.out):
+        p.error("give --reviews, --from and --out (or --url)")
     settings = RetrainSettings(a.epochs, a.reviewed_share, a.replay_rows, a.review_weight)
-    retrain(read_reviews(a.store), a.source, a.out, settings)
+    retrain(read_reviews(a.reviews), a.source, a.out, settings)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ class SyncReport:
 @dataclass(frozen=True)
 class Change:
     at_unix_s: float
-    action: Literal["set", "promote", "rollback", "complete"]
+    action: Literal["set", "promote", "rollback", "complete", "new_canary", "stable"]
     from_percent: float
     to_percent: float
     shadow: bool
@@ -128,6 +128,25 @@ class Rollout:
         if decision.action == "complete":
             return decision, self._change(100.0, False, "complete", "complete", decision.reason, now, at_unix_s)
         return decision, None
+
+    def new_canary(
+        self, version: str | None, start_percent: float, shadow: bool, now: float, at_unix_s: float
+    ) -> Change:
+        """The canary side now serves `version` (an alias moved; None: the same model as
+        stable, nothing to roll out): a rollout of its own from the configured start. The
+        old canary's cached answers are dropped."""
+        self.epoch += 1
+        self.canary_version = version
+        if version is None:
+            return self._change(0.0, False, "none", "new_canary", "the canary serves the stable model", now, at_unix_s)
+        status: Status = "rolling" if start_percent > 0 else "idle"
+        return self._change(start_percent, shadow, status, "new_canary", f"canary now {version}", now, at_unix_s)
+
+    def stable_is(self, version: str, now: float, at_unix_s: float) -> Change:
+        """The stable side now serves `version`, the canary's: the rollout is over."""
+        self.epoch += 1
+        self.canary_version = None
+        return self._change(0.0, False, "none", "stable", f"stable now {version}", now, at_unix_s)
 
     def flush_caches(self) -> int:
         self.epoch += 1

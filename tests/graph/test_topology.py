@@ -7,9 +7,17 @@ graphs; the fused graph's duplicate and rate-limit refusals: test_edge_tier's st
 from ray import serve
 
 
-def test_fused_graph_runs_six_deployments_and_reports_every_stage(app):
+def test_fused_graph_runs_seven_deployments_and_reports_every_stage(app):
     deployments = set(serve.status().applications["fake-main"].deployments)
-    assert deployments == {"Ingress", "RateLimiter", "ModelReplica", "Breaker", "ReviewQueue", "CanaryController"}
+    assert deployments == {
+        "Ingress",
+        "RateLimiter",
+        "ModelReplica",
+        "Breaker",
+        "ReviewQueue",
+        "CanaryController",
+        "Retrainer",
+    }
     nodes = app.get("/healthz").json()["nodes"]
     assert set(nodes) == {
         "ingress",
@@ -20,6 +28,7 @@ def test_fused_graph_runs_six_deployments_and_reports_every_stage(app):
         "model",
         "review_queue",
         "canary_controller",
+        "retrainer",
     }
     assert set(nodes.values()) == {"ok"}
 
