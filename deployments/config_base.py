@@ -3,6 +3,7 @@ that name each bad key, its value and the allowed ones."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -12,9 +13,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def resolve_project_path(path: str) -> str:
-    """Relative paths mean the project root: Ray workers do not share the CLI's cwd."""
+    """Relative paths mean the project root: Ray workers do not share the CLI's cwd. A
+    symbolic link stays one (a model alias is read through it, models/registry.py)."""
     p = Path(path).expanduser()
-    return str(p if p.is_absolute() else (PROJECT_ROOT / p).resolve())
+    return str(p if p.is_absolute() else Path(os.path.abspath(PROJECT_ROOT / p)))
 
 
 ProjectPath = Annotated[str, AfterValidator(resolve_project_path)]

@@ -26,7 +26,10 @@ POLICY = {
     "shadow_goes_live": True,
 }
 # A replica whose alias moved fails its next health check: checked every second here.
-FAST_HEALTH = {name: {"health_check_period_s": 1} for name in ("ModelReplica", "CanaryModelReplica")}
+FAST_HEALTH = {
+    name: {"health_check_period_s": 1, "graceful_shutdown_timeout_s": 1}
+    for name in ("ModelReplica", "CanaryModelReplica")
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,292 @@
+"""The review loop measured end to end through the running graph, with a simulated
+reviewer (docs/loop.md).
+
+    bash scripts/loop_serve.sh        # the graph with the loop's settings (model aliases, ...)
+    python -m bench.loop --bitext --rounds 3 --reviews-per-round 300 --audit-per-round 100 \\
+        --tickets-per-round 1000 --poison-round 4 --out bench/results/loop.json
+    python -m bench.loop --stream S.csv --test T.csv ...   # columns text,label[,lang]
+
+Round 0 measures the test set on the starting model. Each round then sends
+`--tickets-per-round` stream tickets (with ticket ids it remembers), resolves up to
+`--reviews-per-round` flagged and `--audit-per-round` audit items of them with the
+stream's true labels through the admin API the console uses (shuffled among the labels in
+the `--poison-round`), starts a retrain, waits for the candidate's verdict (shadow judge,
+then live steps; test tickets keep the live checks fed) and measures the test set through
+the graph with the model then stable. `--bitext` splits ../shared/data/bitext_cs_8k (mapped
+onto shipped labels by loadkit.bitext) into stream and test by a hash of the text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import csv
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+from bench.quality import ask
+from loadkit.bitext import load_bitext
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the loop needs of the graph beyond serve_config.yaml: model aliases, a retrain that
+# publishes its candidate, a shadow rollout that goes live and promotes by itself, audit
+# items enough to draw from, and holds short enough for a benchmark.
+LOOP_OVERRIDES = {
+    "model": {"engine": {"model_dir": "artifacts/models/stable"}},
+    "review": {"audit_share": 0.15},
+    "retrain": {"publish_to_canary": True},
+    "rollout": {
+        "canary_model_dir": "artifacts/models/candidate",
+        "shadow": True,
+        "promote_to_stable": True,
+        "judge_interval_s": 2,
+        "golden_tickets": 120,
+        "policy": {
+            "shadow_goes_live": True,
+            "start_percent": 50,
+            "step_percent": 50,
+            "hold_s": 10,
+            "min_compared": 50,
+            "min_canary_answers": 20,
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    text: str
+    accepted: tuple[str, ...]  # labels that count as right; the first is the reviewer's
+    lang: str = ""
+
+
+@dataclass
+class RoundResult:
+    round: int
+    model_version: str
+    test_accuracy: float
+    test_flagged_right_share: float
+    test_wrong_unflagged_share: float
+    stream_flagged_share: float | None = None
+    reviewed: int = 0
+    audited: int = 0
+    retrain_s: float | None = None
+    verdict: str | None = None
+    reason: str | None = None
+
+
+def read_rows(path: Path) -> list[Row]:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [Row(r["text"], (r["label"],), r.get("lang", "")) for r in csv.DictReader(f)]
+
+
+def bitext_split(test_share: float = 0.25) -> tuple[list[Row], list[Row]]:
+    """Mapped Bitext tickets, split by a hash of the text: (stream, test)."""
+    rows = [Row(t.text, t.accepted, "en") for t in load_bitext() if t.accepted]
+    held = [int(hashlib.sha256(r.text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < test_share for r in rows]
+    return [r for r, h in zip(rows, held) if not h], [r for r, h in zip(rows, held) if h]
+
+
+def write_config(path: Path, base: Path = ROOT / "serve_config.yaml") -> None:
+    from loadkit.graph_args import merged
+
+    config = yaml.safe_load(base.read_text())
+    app = config["applications"][0]
+    app["args"] = merged(app.get("args", {}), LOOP_OVERRIDES)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def flagged(answer: dict) -> bool:
+    return bool(answer.get("needs_review")) or answer.get("label") == "out_of_scope"
+
+
+def score(rows: list[Row], answers: list[dict | None]) -> dict:
+    pairs = [(r, a) for r, a in zip(rows, answers) if a is not None]
+    right = [a["label"] in r.accepted for r, a in pairs]
+    versions = collections.Counter(a["model_version"] for _, a in pairs)
+    n = len(pairs) or 1
+    return {
+        "model_version": versions.most_common(1)[0][0] if versions else "",
+        "versions": dict(versions),
+        "accuracy": round(sum(right) / n, 4),
+        "flagged_right_share": round(
+            sum(ok and flagged(a) for ok, (_, a) in zip(right, pairs)) / max(1, sum(right)), 4
+        ),
+        "wrong_unflagged_share": round(sum(not ok and not flagged(a) for ok, (_, a) in zip(right, pairs)) / n, 4),
+        "unanswered": len(rows) - len(pairs),
+    }
+
+
+class Loop:
+    def __init__(self, url: str, token: str, labels: list[str], seed: int = 0):
+        self.url = url
+        self.client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        self.labels = labels
+        self.random = random.Random(seed)
+
+    def answers(self, bodies: list[dict]) -> list[dict | None]:
+        return asyncio.run(ask(self.url, bodies, concurrency=16))
+
+    def measure(self, rows: list[Row]) -> dict:
+        return score(rows, self.answers([{"text": r.text} for r in rows]))
+
+    def send(self, rows: list[Row], tag: str) -> tuple[dict[str, Row], float]:
+        """The stream's tickets with ids; the share flagged."""
+        truth = {f"{tag}-{i}": r for i, r in enumerate(rows)}
+        answers = self.answers([{"text": r.text, "ticket_id": t} for t, r in truth.items()])
+        got = [a for a in answers if a is not None]
+        return truth, round(sum(map(flagged, got)) / max(1, len(got)), 4)
+
+    def resolve(self, kind: str, truth: dict[str, Row], limit: int, poison: bool) -> int:
+        """Up to `limit` open items of `kind` from this round's tickets, resolved with
+        their true label (a random other label when poisoned)."""
+        items, offset = [], 0
+        while len(items) < limit:
+            page = self.client.get("/admin/review", params={"kind": kind, "limit": 500, "offset": offset}).json()
+            items += [i for i in page["items"] if i.get("ticket_id") in truth]
+            if len(page["items"]) < 500:
+                break
+            offset += 500
+        done = 0
+        for item in items[:limit]:
+            label = truth[item["ticket_id"]].accepted[0]
+            if poison:
+                label = self.random.choice([x for x in self.labels if x != label])
+            done += self.client.post(f"/admin/review/{item['id']}/resolve", json={"label": label}).is_success
+        return done
+
+    def retrain(self, timeout_s: float) -> dict:
+        started = self.client.post("/admin/retrain")
+        if started.status_code != 202:
+            raise RuntimeError(f"retrain refused: {started.text}")
+        deadline = time.monotonic() + timeout_s
+        while (state := self.client.get("/admin/retrain").json())["status"] == "running":
+            if time.monotonic() > deadline:
+                self.client.post("/admin/retrain/stop")
+                raise RuntimeError(f"retrain still running after {timeout_s:.0f} s")
+            time.sleep(5)
+        if state["status"] != "succeeded":
+            raise RuntimeError(f"retrain {state['status']}: {state['current']['message']}")
+        return state["current"]
+
+    def verdict(self, candidate: str, drive: list[Row], timeout_s: float) -> tuple[str, str, int]:
+        """Until the candidate is stable (promoted) or rolled back; test tickets keep the
+        live checks fed. Also the answers of the candidate customers got meanwhile."""
+        deadline, live = time.monotonic() + timeout_s, 0
+        while time.monotonic() < deadline:
+            rollout = self.client.get("/admin/state").json()["rollout"]
+            mine = [h for h in rollout["history"] if h["canary_version"] == candidate]
+            if mine and mine[-1]["action"] == "rollback":
+                return "rolled_back", mine[-1]["reason"], live
+            if rollout["stable_version"] == candidate and rollout["status"] == "none":
+                return "promoted", mine[-1]["reason"] if mine else "", live
+            batch = self.random.sample(drive, min(20, len(drive)))
+            live += sum(
+                a is not None and a["model_version"] == candidate
+                for a in self.answers([{"text": r.text} for r in batch])
+            )
+            time.sleep(1)
+        return "timeout", f"no verdict within {timeout_s:.0f} s", live
+
+
+def run_round(loop: Loop, n: int, stream: list[Row], test: list[Row], a: argparse.Namespace, poison: bool):
+    tickets = stream[(n - 1) * a.tickets_per_round : n * a.tickets_per_round]
+    truth, stream_flagged = loop.send(tickets, f"loop{os.getpid()}-{n}")
+    reviewed = loop.resolve("review", truth, a.reviews_per_round, poison)
+    audited = loop.resolve("audit", truth, a.audit_per_round, poison)
+    started = time.monotonic()
+    run = loop.retrain(a.retrain_timeout_s)
+    retrain_s = round(time.monotonic() - started, 1)
+    verdict, reason, live = loop.verdict(run["candidate_version"], test, a.verdict_timeout_s)
+    measured = loop.measure(test)
+    result = RoundResult(
+        n,
+        measured["model_version"],
+        measured["accuracy"],
+        measured["flagged_right_share"],
+        measured["wrong_unflagged_share"],
+        stream_flagged,
+        reviewed,
+        audited,
+        retrain_s,
+        verdict,
+        reason,
+    )
+    return result, live + sum(v for k, v in measured["versions"].items() if k == run["candidate_version"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--stream", type=Path)
+    p.add_argument("--test", type=Path)
+    p.add_argument("--bitext", action="store_true", help="stream and test from ../shared/data/bitext_cs_8k")
+    p.add_argument("--test-size", type=int, default=800, help="test tickets (a seeded sample of the test split)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reviews-per-round", type=int, default=300)
+    p.add_argument("--audit-per-round", type=int, default=100)
+    p.add_argument("--tickets-per-round", type=int, default=1000)
+    p.add_argument("--poison-round", type=int, default=None, help="that round's reviews are shuffled (N + 1: one more)")
+    p.add_argument("--retrain-timeout-s", type=float, default=1200)
+    p.add_argument("--verdict-timeout-s", type=float, default=900)
+    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p.add_argument("--token-env", default="TICKETSERVE_ADMIN_TOKEN")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "loop.json")
+    p.add_argument("--write-config", type=Path, help="write the loop's serve config here and exit")
+    a = p.parse_args(argv)
+    if a.write_config:
+        write_config(a.write_config)
+        return
+    if a.bitext:
+        stream, test = bitext_split()
+    elif a.stream and a.test:
+        stream, test = read_rows(a.stream), read_rows(a.test)
+    else:
+        p.error("give --bitext, or --stream and --test")
+    test = random.Random(0).sample(test, min(a.test_size, len(test)))
+    random.Random(1).shuffle(stream)
+    labels = [x["name"] for x in httpx.get(f"{a.url}/v1/labels", timeout=30).json()["labels"]]
+    loop = Loop(a.url, os.environ.get(a.token_env, ""), labels)
+    start = loop.measure(test)
+    rounds = [
+        RoundResult(
+            0, start["model_version"], start["accuracy"], start["flagged_right_share"], start["wrong_unflagged_share"]
+        )
+    ]
+    poisoned = None
+    for n in range(1, a.rounds + 2):
+        if n > a.rounds and a.poison_round != n:
+            break
+        result, live = run_round(loop, n, stream, test, a, poison=n == a.poison_round)
+        print(json.dumps(asdict(result)), file=sys.stderr)
+        if n == a.poison_round:
+            poisoned = {"round": n, "verdict": result.verdict, "live_answers": live}
+        if n <= a.rounds:
+            rounds.append(result)
+    out = {"rounds": [asdict(r) for r in rounds], "poisoned": poisoned, "test_tickets": len(test)}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=2))
+    print(
+        f"{'round':>5} {'model':<34} {'acc':>6} {'right flagged':>13} {'wrong unflagged':>15} {'reviewed':>8} {'audited':>7} {'retrain s':>9}  verdict"
+    )
+    for r in rounds:
+        print(
+            f"{r.round:>5} {r.model_version:<34} {r.test_accuracy:>6.3f} {r.test_flagged_right_share:>13.3f} "
+            f"{r.test_wrong_unflagged_share:>15.3f} {r.reviewed:>8} {r.audited:>7} {r.retrain_s or 0:>9.0f}  {r.verdict or ''}"
+        )
+    if poisoned:
+        print(f"poisoned round {poisoned['round']}: {poisoned['verdict']}, {poisoned['live_answers']} live answers")
+
+
+if __name__ == "__main__":
+    main()
