@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import copy
 import csv
 import hashlib
 import json
@@ -97,12 +98,21 @@ def bitext_split(test_share: float = 0.25) -> tuple[list[Row], list[Row]]:
     return [r for r, h in zip(rows, held) if not h], [r for r, h in zip(rows, held) if h]
 
 
+# Ray CPUs per model side: with both sides on one node, the retrain task (retrain.num_cpus,
+# 1) needs one left of the node's (2 on the CPU default's machine) to be scheduled at all.
+SIDE_CPUS = 0.5
+
+
 def write_config(path: Path, base: Path = ROOT / "serve_config.yaml") -> None:
     from loadkit.graph_args import merged
 
     config = yaml.safe_load(base.read_text())
     app = config["applications"][0]
     app["args"] = merged(app.get("args", {}), LOOP_OVERRIDES)
+    sides = [d for d in app["deployments"] if d["name"] == "ModelReplica"]
+    for side in sides:
+        side["ray_actor_options"] = {**side.get("ray_actor_options", {}), "num_cpus": SIDE_CPUS}
+    app["deployments"].append({**copy.deepcopy(sides[0]), "name": "CanaryModelReplica", "max_surge_percent": 0})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
