@@ -243,11 +243,16 @@ class ReviewQueue:
         self._expired_at = self._clock()
         self._report()
 
-    def _report(self) -> None:
-        """The queue's gauges from the store, as of now."""
-        counts, oldest, now = self._store.counts(), self._store.oldest_open(), self._clock()
+    def _report_open(self) -> None:
+        counts = self._store.counts()
         for kind in ITEM_KINDS:
             self._open.set(counts[f"open_{kind}"], tags={"kind": kind})
+
+    def _report(self) -> None:
+        """The queue's gauges from the store, as of now."""
+        self._report_open()
+        oldest, now = self._store.oldest_open(), self._clock()
+        for kind in ITEM_KINDS:
             age = (now - oldest[kind]).total_seconds() if kind in oldest else 0.0
             self._oldest.set(max(0.0, age), tags={"kind": kind})
         audit = self._store.audit()
@@ -272,7 +277,9 @@ class ReviewQueue:
         ids = self._store.add(items)
         if ids:
             self._recorded.inc(len(ids))
-        self._report()
+        # Every flagged ticket comes through here: only the open counts, at once; the
+        # oldest age and the audit estimate follow on the report loop.
+        self._report_open()
         return ids
 
     async def erase(self, tenant: str | None, user_id: str | None) -> int:
