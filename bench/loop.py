@@ -23,7 +23,6 @@ import asyncio
 import collections
 import copy
 import csv
-import hashlib
 import json
 import os
 import random
@@ -37,6 +36,7 @@ import yaml
 
 from bench.quality import ask
 from loadkit.bitext import load_bitext
+from models.build import hashed_point
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the loop needs of the graph beyond serve_config.yaml: model aliases, a retrain that
@@ -94,7 +94,7 @@ def read_rows(path: Path) -> list[Row]:
 def bitext_split(test_share: float = 0.25) -> tuple[list[Row], list[Row]]:
     """Mapped Bitext tickets, split by a hash of the text: (stream, test)."""
     rows = [Row(t.text, t.accepted, "en") for t in load_bitext() if t.accepted]
-    held = [int(hashlib.sha256(r.text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < test_share for r in rows]
+    held = [hashed_point(r.text) < test_share for r in rows]
     return [r for r, h in zip(rows, held) if not h], [r for r, h in zip(rows, held) if h]
 
 

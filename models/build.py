@@ -145,8 +145,14 @@ def held_back_texts(path: Path) -> frozenset[str]:
         return frozenset(r["text"].strip() for r in csv.DictReader(f) if r.get("style") in HELD_BACK_STYLES)
 
 
+def hashed_point(text: str, salt: bytes = b"") -> float:
+    """Where `text` falls in [0, 1] by its digest alone: a split that keeps each row on its
+    side as the data grows (`salt` makes splits independent of each other)."""
+    return int(hashlib.sha256(salt + text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+
 def is_validation(text: str) -> bool:
-    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < VALIDATION_SHARE
+    return hashed_point(text) < VALIDATION_SHARE
 
 
 def calibration_split(

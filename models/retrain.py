@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import json
 import random
 import sys
@@ -29,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from models.artifacts import REVIEWED_SET_FILE, ModelMetadata
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, build
+from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, build, hashed_point
 
 Row = tuple[str, str, str]  # text, label, lang
 
@@ -45,16 +44,17 @@ class RetrainSettings:
 
 def is_reviewed_set(text: str, share: float) -> bool:
     """The reviewed-set side of a resolved item, by its text alone (salted apart from the
-    build's validation hash, so the two splits are independent)."""
-    digest = hashlib.sha256(b"reviewed-set\0" + text.encode()).hexdigest()
-    return int(digest[:8], 16) / 0xFFFFFFFF < share
+    build's validation split, so the two are independent)."""
+    return hashed_point(text, b"reviewed-set\0") < share
 
 
 def split_reviews(rows: list[Row], share: float) -> tuple[list[Row], list[Row]]:
     """(rows to train on, the reviewed set); a text resolved twice keeps its last label."""
     latest = {text: (text, label, lang) for text, label, lang in rows}
-    train = [r for r in latest.values() if not is_reviewed_set(r[0], share)]
-    held = [r for r in latest.values() if is_reviewed_set(r[0], share)]
+    train: list[Row] = []
+    held: list[Row] = []
+    for row in latest.values():
+        (held if is_reviewed_set(row[0], share) else train).append(row)
     return train, held
 
 
