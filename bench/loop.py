@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import collections
 import copy
-import csv
 import json
 import os
 import random
@@ -34,8 +33,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from bench.quality import ask
+from bench.quality import ask, flagged
 from loadkit.bitext import load_bitext
+from models.artifacts import read_labelled_rows
 from models.build import hashed_point
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,8 +87,7 @@ class RoundResult:
 
 
 def read_rows(path: Path) -> list[Row]:
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        return [Row(r["text"], (r["label"],), r.get("lang", "")) for r in csv.DictReader(f)]
+    return [Row(text, (label,), lang) for text, label, lang in read_labelled_rows(path)]
 
 
 def bitext_split(test_share: float = 0.25) -> tuple[list[Row], list[Row]]:
@@ -115,10 +114,6 @@ def write_config(path: Path, base: Path = ROOT / "serve_config.yaml") -> None:
     app["deployments"].append({**copy.deepcopy(sides[0]), "name": "CanaryModelReplica", "max_surge_percent": 0})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def flagged(answer: dict) -> bool:
-    return bool(answer.get("needs_review")) or answer.get("label") == "out_of_scope"
 
 
 def score(rows: list[Row], answers: list[dict | None]) -> dict:

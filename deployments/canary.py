@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import csv
 import dataclasses
 import json
 import logging
@@ -30,7 +29,7 @@ from ray.serve.metrics import Counter
 from deployments.config import RolloutConfig
 from deployments.held_gauge import HeldGauge
 from models import registry
-from models.artifacts import REVIEWED_SET_FILE
+from models.artifacts import REVIEWED_SET_FILE, read_labelled_rows
 from models.golden import GoldenItem, load
 from policies.canary import COLORS, CanaryStats, Decision, Side, judge
 from policies.rollout import Change, Rollout, Split, SyncReport
@@ -73,8 +72,12 @@ def reviewed_set(model_dir: str | None) -> list[GoldenItem]:
     path = Path(model_dir, REVIEWED_SET_FILE) if model_dir else None
     if path is None or not path.exists():
         return []
-    with open(path, encoding="utf-8") as f:
-        return [GoldenItem(r["text"], r["label"], r.get("lang", ""), "model", "review") for r in csv.DictReader(f)]
+    return [GoldenItem(text, label, lang, "model", "review") for text, label, lang in read_labelled_rows(path)]
+
+
+def _accuracy(answers: list[str | None], items: list[GoldenItem]) -> float:
+    """Share of `items` answered with their label (no answer counts as wrong)."""
+    return sum(a == item.intent for a, item in zip(answers, items)) / len(items)
 
 
 def golden_sample(items: list[GoldenItem], count: int) -> list[GoldenItem]:
@@ -300,7 +303,7 @@ class CanaryController:
             "agreed": sum(s == c for s, c in pairs),
         }
         for side in COLORS:
-            accuracy = sum(a == item.intent for a, item in zip(answers[side], items)) / len(items)
+            accuracy = _accuracy(answers[side], items)
             result[f"{side}_accuracy"] = round(accuracy, 4)
             self._golden_accuracy.set(accuracy, tags={"side": side})
         logger.info("golden set: stable %(stable_accuracy).3f, canary %(canary_accuracy).3f", result)
@@ -308,8 +311,7 @@ class CanaryController:
             reviewed = await self._ask("reviewed", self._reviewed_items)
             result["reviewed_tickets"] = len(self._reviewed_items)
             for side in COLORS:
-                right = sum(a == item.intent for a, item in zip(reviewed[side], self._reviewed_items))
-                result[f"reviewed_{side}_accuracy"] = round(right / len(self._reviewed_items), 4)
+                result[f"reviewed_{side}_accuracy"] = round(_accuracy(reviewed[side], self._reviewed_items), 4)
             logger.info(
                 "reviewed set: stable %(reviewed_stable_accuracy).3f, canary %(reviewed_canary_accuracy).3f", result
             )

@@ -27,6 +27,7 @@ import ray
 
 from deployments.api import Refusal
 from deployments.config import RetrainConfig
+from deployments.review import ReviewStore, utc_now
 from models import registry
 
 DEFAULT_OPTIONS = {
@@ -54,10 +55,6 @@ class RetrainRun:
     message: str = ""
 
 
-def _utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
 class _Tee:
     """Output to the log file the admin API reads and to the worker's own log, which the
     Ray dashboard shows."""
@@ -79,7 +76,6 @@ def run_retrain(store: str, source: str, out: str, log: str, config: RetrainConf
     """The Ray task's body (a process of its own): lower priority, few threads."""
     import torch
 
-    from deployments.review import ReviewStore
     from models.retrain import RetrainSettings, retrain
 
     os.nice(config.niceness)
@@ -110,7 +106,7 @@ class Retrainer:
         store_path: str,
         model_dir: str,
         canary_link: str | None = None,
-        clock: Callable[[], datetime.datetime] = _utc_now,
+        clock: Callable[[], datetime.datetime] = utc_now,
     ):
         """`canary_link`: the canary's model alias, pointed at each finished candidate."""
         self._config = config

@@ -75,7 +75,7 @@ FIELDS = (
 )
 
 
-def _utc_now() -> datetime.datetime:
+def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
@@ -97,7 +97,7 @@ class ReviewStore:
     def __init__(
         self,
         path: str | Path,
-        clock: Callable[[], datetime.datetime] = _utc_now,
+        clock: Callable[[], datetime.datetime] = utc_now,
         mask: Callable[[str], str] = _masked,
     ):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +209,7 @@ class ReviewQueue:
         self,
         config: ReviewConfig,
         store: Callable[[str], ReviewStore] = ReviewStore,
-        clock: Callable[[], datetime.datetime] = _utc_now,
+        clock: Callable[[], datetime.datetime] = utc_now,
     ):
         self._store = store(config.store_path)
         self._retention_days = config.retention_days

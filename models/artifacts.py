@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -24,6 +25,13 @@ TOKENIZER_FILES = (
     "vocab.json",
     "tokenizer.model",
 )
+
+
+def read_labelled_rows(path: str | Path) -> list[tuple[str, str, str]]:
+    """(text, label, lang) of a CSV with those columns (lang optional): the review export,
+    a candidate's reviewed set, a benchmark's stream or test set."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [(r["text"], r["label"], r.get("lang") or "") for r in csv.DictReader(f)]
 
 
 def tokenizer_hash(model_dir: str | Path) -> str:

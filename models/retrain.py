@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from models.artifacts import REVIEWED_SET_FILE, ModelMetadata
+from models.artifacts import REVIEWED_SET_FILE, ModelMetadata, read_labelled_rows
 from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, build, hashed_point
 
 Row = tuple[str, str, str]  # text, label, lang
@@ -125,12 +125,6 @@ def retrain(
     return meta
 
 
-def read_reviews(path: Path) -> list[Row]:
-    """Resolved items as `GET /admin/review/export` writes them (text, label, lang)."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        return [(r["text"], r["label"], r.get("lang") or "") for r in csv.DictReader(f)]
-
-
 def _remote(url: str, token: str, wait: bool) -> None:
     import httpx
 
@@ -169,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (a.reviews and a.source and a.out):
         p.error("give --reviews, --from and --out (or --url)")
     settings = RetrainSettings(a.epochs, a.reviewed_share, a.replay_rows, a.review_weight)
-    retrain(read_reviews(a.reviews), a.source, a.out, settings)
+    retrain(read_labelled_rows(a.reviews), a.source, a.out, settings)
 
 
 if __name__ == "__main__":
