@@ -22,6 +22,7 @@ from deployments.api import (
     ApiError,
     EraseRequest,
     ErrorBody,
+    ProposeRequest,
     Refusal,
     ResolveRequest,
     RollbackRequest,
@@ -34,7 +35,13 @@ from deployments.config import AdminConfig
 Role = Literal["admin", "reviewer"]
 # What the reviewer token may call; every other admin route is the admin token's alone.
 REVIEWER_ROUTES = frozenset(
-    {("GET", "/admin/whoami"), ("GET", "/admin/review"), ("POST", "/admin/review/{item_id}/resolve")}
+    {
+        ("GET", "/admin/whoami"),
+        ("GET", "/admin/review"),
+        ("POST", "/admin/review/{item_id}/resolve"),
+        ("POST", "/admin/review/{item_id}/propose"),
+        ("GET", "/admin/labels/proposals"),
+    }
 )
 
 
@@ -64,7 +71,9 @@ def require_token(config: AdminConfig) -> Callable:
             raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
         route = request.scope.get("route")
         if role == "reviewer" and (request.method, getattr(route, "path", "")) not in REVIEWER_ROUTES:
-            raise ApiError(403, "forbidden", "the reviewer token may list and resolve review items only")
+            raise ApiError(
+                403, "forbidden", "the reviewer token may list, resolve and propose labels for review items only"
+            )
         request.state.role = role
 
     return authorized
@@ -209,17 +218,54 @@ class AdminEndpoints:
         """The caller's role, for the console to show what it may do."""
         return {"role": request.state.role}
 
+    async def _served_labels(self) -> list[str]:
+        labels = await self._nodes["model"].labels.remote()
+        return [entry["name"] for entry in labels["labels"]]
+
     async def admin_review_resolve(
         self, item_id: int, body: ResolveRequest = Depends(json_body(ResolveRequest))
     ) -> dict[str, Any]:
-        labels = await self._nodes["model"].labels.remote()
-        allowed = [entry["name"] for entry in labels["labels"]]
+        # A label people accepted is theirs to use before a model has learnt it.
+        accepted = [p.name for p in await self._queue().proposals.remote("accepted")]
+        allowed = await self._served_labels() + accepted
         if body.label not in allowed:
             raise ApiError(422, "invalid_request", f"label {body.label!r} is not one of {', '.join(allowed)}")
         item = await self._queue().resolve.remote(item_id, body.label)
         if item is None:
             raise ApiError(404, "not_found", f"no review item {item_id}")
         return item
+
+    async def admin_review_propose(
+        self, item_id: int, body: ProposeRequest = Depends(json_body(ProposeRequest))
+    ) -> dict[str, Any]:
+        """Files the item under a new label; an admin accepts or rejects the label."""
+        if body.label in await self._served_labels():
+            raise ApiError(422, "invalid_request", f"label {body.label!r} exists: resolve the item with it instead")
+        item = await self._queue().propose.remote(item_id, body.label, body.description)
+        if item is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        return item
+
+    async def admin_label_proposals(
+        self, status: Literal["open", "accepted", "rejected", "all"] = "open"
+    ) -> dict[str, Any]:
+        proposals = await self._queue().proposals.remote(None if status == "all" else status)
+        return {"proposals": [asdict(p) for p in proposals]}
+
+    async def _decide(self, name: str, accept: bool) -> dict[str, Any]:
+        proposal = await self._queue().decide.remote(name, accept)
+        if proposal is None:
+            raise ApiError(404, "not_found", f"no open proposal {name!r}")
+        return asdict(proposal)
+
+    async def admin_label_accept(self, name: str) -> dict[str, Any]:
+        """The label joins the taxonomy people resolve with; its items resolve to it and
+        the next retrain learns it."""
+        return await self._decide(name, True)
+
+    async def admin_label_reject(self, name: str) -> dict[str, Any]:
+        """Its items return to the open queue."""
+        return await self._decide(name, False)
 
     async def admin_review_erase(self, body: EraseRequest = Depends(json_body(EraseRequest))) -> dict[str, Any]:
         """Deletes every stored item of a tenant or an end user (a data-erasure request)."""
@@ -245,7 +291,11 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     router.get("/review")(cls.admin_review_items)
     router.get("/review/export")(cls.admin_review_export)
     router.post("/review/{item_id}/resolve", openapi_extra=_documented(ResolveRequest))(cls.admin_review_resolve)
+    router.post("/review/{item_id}/propose", openapi_extra=_documented(ProposeRequest))(cls.admin_review_propose)
     router.post("/review/erase", openapi_extra=_documented(EraseRequest))(cls.admin_review_erase)
+    router.get("/labels/proposals")(cls.admin_label_proposals)
+    router.post("/labels/proposals/{name}/accept")(cls.admin_label_accept)
+    router.post("/labels/proposals/{name}/reject")(cls.admin_label_reject)
     router.post("/rollout", openapi_extra=_documented(SplitRequest))(cls.admin_rollout_split)
     router.post("/rollout/promote")(cls.admin_rollout_promote)
     router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)

@@ -170,6 +170,20 @@ class ResolveRequest(BaseModel):
     label: str = Field(description="the correct intent: one of GET /v1/labels")
 
 
+class ProposeRequest(BaseModel):
+    """{"label": name, "description": text}: a new label for a review item that fits none."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    label: str = Field(
+        pattern=r"^[a-z][a-z0-9_]{2,39}$",
+        description="the new label: 3-40 characters, lowercase letters, digits and _, starting with a letter",
+    )
+    description: str = Field(
+        "", max_length=300, description="what the label covers (kept from the first proposal of this name)"
+    )
+
+
 class EraseRequest(BaseModel):
     """{"tenant": id, "user_id": id}: either or both; every review item that matches is deleted."""
 

@@ -86,8 +86,9 @@ def run_retrain(store: str, source: str, out: str, log: str, config: RetrainConf
         settings = RetrainSettings(config.epochs, config.reviewed_share, config.replay_rows, config.review_weight)
         reviews = ReviewStore(store)
         rows = [(r["text"], r["label"], r["lang"]) for r in reviews.training_rows()]
+        accepted = {p.name: p.description for p in reviews.proposals("accepted")}
         reviews.close()
-        meta = retrain(rows, Path(source), Path(out), settings)
+        meta = retrain(rows, Path(source), Path(out), settings, new_labels=accepted)
     return {"version": meta.version, "seconds": meta.extra["retrain"]["seconds"]}
 
 

@@ -5,6 +5,10 @@
 (`text,label,lang`) for `python -m models.build`. Personal data in a ticket's text is
 masked before it is written (policies/personal_data.py); items older than the retention
 period are deleted, and a tenant's or a user's items are erased on request.
+
+A reviewer who finds no fitting label proposes a new one with the item: the item leaves
+the open queue and waits under its proposal; an admin accepts the label (its items
+resolve to it, and the next retrain learns it) or rejects it (its items reopen).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,10 +60,28 @@ CREATE TABLE IF NOT EXISTS review (
     runners_up TEXT
 )
 """
-_ADDED_COLUMNS = {"user_id": "TEXT", "kind": "TEXT NOT NULL DEFAULT 'review'", "runners_up": "TEXT"}
+_PROPOSAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS proposal (
+    name TEXT PRIMARY KEY,
+    description TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT
+)
+"""
+_ADDED_COLUMNS = {
+    "user_id": "TEXT",
+    "kind": "TEXT NOT NULL DEFAULT 'review'",
+    "runners_up": "TEXT",
+    "proposed_label": "TEXT",
+}
 # "review": flagged by the model's confidence; "audit": drawn from the answers nobody flagged.
 ItemKind = Literal["review", "audit"]
 ITEM_KINDS: tuple[ItemKind, ...] = ("review", "audit")
+ProposalStatus = Literal["open", "accepted", "rejected"]
+# Open: neither resolved nor waiting under a proposed label.
+_OPEN = "resolved_label IS NULL AND proposed_label IS NULL"
+PROPOSAL_EXAMPLES = 5
 FIELDS = (
     "request_id",
     "ticket_id",
@@ -87,6 +110,19 @@ def _stamp(t: datetime.datetime) -> str:
     return t.isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """A label reviewers asked for, with the tickets they filed under it."""
+
+    name: str
+    description: str
+    status: ProposalStatus
+    created_at: str
+    decided_at: str | None
+    items: int  # filed under it (resolved to it, once accepted)
+    examples: tuple[str, ...]  # the first few of those tickets' (masked) texts
+
+
 def _item(row: sqlite3.Row) -> dict[str, Any]:
     item = dict(row)
     item["runners_up"] = json.loads(item["runners_up"] or "[]")
@@ -107,8 +143,10 @@ class ReviewStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
-        # A store written before user_id, kind and runners_up were kept gains the columns
-        # (its items have no user, no runners-up and are all flagged ones).
+        self._db.execute(_PROPOSAL_SCHEMA)
+        # A store written before user_id, kind, runners_up and proposals were kept gains
+        # the columns (its items have no user, no runners-up, no proposal and are all
+        # flagged ones).
         columns = {r["name"] for r in self._db.execute("PRAGMA table_info(review)")}
         for column, declared in _ADDED_COLUMNS.items():
             if column not in columns:
@@ -135,7 +173,7 @@ class ReviewStore:
         self, status: str = "open", limit: int = 50, offset: int = 0, kind: ItemKind | None = None
     ) -> list[dict[str, Any]]:
         """Items by status ("open", "resolved", "all") and, given one, of one kind only."""
-        where = {"open": "resolved_label IS NULL", "resolved": "resolved_label IS NOT NULL", "all": "1"}
+        where = {"open": _OPEN, "resolved": "resolved_label IS NOT NULL", "all": "1"}
         if status not in where:
             raise ValueError(f"status={status!r}: one of {', '.join(where)}")
         rows = self._db.execute(
@@ -145,29 +183,103 @@ class ReviewStore:
         return [_item(r) for r in rows]
 
     def resolve(self, item_id: int, label: str) -> dict[str, Any] | None:
-        """Sets the correct label; None when no item has this id."""
+        """Sets the correct label (taking the item out of any proposal it was filed
+        under); None when no item has this id."""
         cur = self._db.execute(
-            "UPDATE review SET resolved_label = ?, resolved_at = ? WHERE id = ?",
+            "UPDATE review SET resolved_label = ?, resolved_at = ?, proposed_label = NULL WHERE id = ?",
             (label, _stamp(self._clock()), item_id),
         )
         if cur.rowcount == 0:
             return None
         return _item(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
 
+    def propose(self, item_id: int, name: str, description: str) -> dict[str, Any] | None:
+        """Files the item under the proposed label `name` (a new proposal, or one made
+        before: a rejected one is open again); resolves it to `name` where that label was
+        accepted already. None when no item has this id."""
+        if self._db.execute("SELECT 1 FROM review WHERE id = ?", (item_id,)).fetchone() is None:
+            return None
+        now = _stamp(self._clock())
+        with self._db:
+            self._db.execute(
+                "INSERT INTO proposal (name, description, status, created_at) VALUES (?, ?, 'open', ?) "
+                "ON CONFLICT(name) DO UPDATE SET status = 'open', decided_at = NULL WHERE status = 'rejected'",
+                (name, description, now),
+            )
+            accepted = self._db.execute("SELECT status FROM proposal WHERE name = ?", (name,)).fetchone()[0]
+            if accepted == "accepted":
+                self._db.execute(
+                    "UPDATE review SET proposed_label = ?, resolved_label = ?, resolved_at = ? WHERE id = ?",
+                    (name, name, now, item_id),
+                )
+            else:
+                self._db.execute("UPDATE review SET proposed_label = ? WHERE id = ?", (name, item_id))
+        return _item(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
+
+    def proposals(self, status: ProposalStatus | None = None) -> list[Proposal]:
+        """Proposed labels, newest first, of one status or all."""
+        rows = self._db.execute(
+            "SELECT * FROM proposal WHERE ? IS NULL OR status = ? ORDER BY created_at DESC, name", (status, status)
+        ).fetchall()
+        out = []
+        for row in rows:
+            texts = [
+                r["text"]
+                for r in self._db.execute(
+                    "SELECT text FROM review WHERE proposed_label = ? ORDER BY id", (row["name"],)
+                )
+            ]
+            out.append(
+                Proposal(
+                    row["name"],
+                    row["description"],
+                    row["status"],
+                    row["created_at"],
+                    row["decided_at"],
+                    len(texts),
+                    tuple(texts[:PROPOSAL_EXAMPLES]),
+                )
+            )
+        return out
+
+    def decide(self, name: str, accept: bool) -> Proposal | None:
+        """Accepts `name` (its waiting items resolve to it) or rejects it (they reopen,
+        filed under no proposal). None when no open proposal has this name."""
+        now = _stamp(self._clock())
+        with self._db:
+            cur = self._db.execute(
+                "UPDATE proposal SET status = ?, decided_at = ? WHERE name = ? AND status = 'open'",
+                ("accepted" if accept else "rejected", now, name),
+            )
+            if cur.rowcount == 0:
+                return None
+            if accept:
+                self._db.execute(
+                    "UPDATE review SET resolved_label = ?, resolved_at = ? "
+                    "WHERE proposed_label = ? AND resolved_label IS NULL",
+                    (name, now, name),
+                )
+            else:
+                self._db.execute(
+                    "UPDATE review SET proposed_label = NULL WHERE proposed_label = ? AND resolved_label IS NULL",
+                    (name,),
+                )
+        return next(p for p in self.proposals() if p.name == name)
+
     def counts(self) -> dict[str, int]:
-        """Open items (all, and of each kind) and resolved ones."""
+        """Open items (all, and of each kind), resolved ones, and those waiting under a
+        proposed label."""
         row = self._db.execute(
-            "SELECT COUNT(*) - COUNT(resolved_label) AS open, COUNT(resolved_label) AS resolved, "
-            "COALESCE(SUM(resolved_label IS NULL AND kind = 'review'), 0) AS open_review, "
-            "COALESCE(SUM(resolved_label IS NULL AND kind = 'audit'), 0) AS open_audit FROM review"
+            f"SELECT COALESCE(SUM({_OPEN}), 0) AS open, COUNT(resolved_label) AS resolved, "
+            f"COALESCE(SUM({_OPEN} AND kind = 'review'), 0) AS open_review, "
+            f"COALESCE(SUM({_OPEN} AND kind = 'audit'), 0) AS open_audit, "
+            "COALESCE(SUM(resolved_label IS NULL AND proposed_label IS NOT NULL), 0) AS proposed FROM review"
         ).fetchone()
         return dict(row)
 
     def oldest_open(self) -> dict[str, datetime.datetime]:
         """When the oldest open item of each kind that has one was recorded."""
-        rows = self._db.execute(
-            "SELECT kind, MIN(created_at) AS oldest FROM review WHERE resolved_label IS NULL GROUP BY kind"
-        )
+        rows = self._db.execute(f"SELECT kind, MIN(created_at) AS oldest FROM review WHERE {_OPEN} GROUP BY kind")
         return {r["kind"]: datetime.datetime.fromisoformat(r["oldest"]) for r in rows}
 
     def audit(self) -> AuditEstimate:
@@ -302,6 +414,19 @@ class ReviewQueue:
 
     async def counts(self) -> dict[str, int]:
         return self._store.counts()
+
+    async def propose(self, item_id: int, name: str, description: str) -> dict[str, Any] | None:
+        item = self._store.propose(item_id, name, description)
+        self._report()
+        return item
+
+    async def proposals(self, status: ProposalStatus | None = None) -> list[Proposal]:
+        return self._store.proposals(status)
+
+    async def decide(self, name: str, accept: bool) -> Proposal | None:
+        proposal = self._store.decide(name, accept)
+        self._report()
+        return proposal
 
     async def training_rows(self) -> list[dict[str, str]]:
         return self._store.training_rows()

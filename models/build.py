@@ -278,6 +278,32 @@ def predict_logits(model, tokenizer, texts: list[str], settings: TrainSettings) 
     return out
 
 
+def grow_head(model, labels: list[str]) -> None:
+    """Gives a built classifier the output rows of `labels`: its own labels keep their
+    trained rows, new ones (a label people accepted) start as a fresh layer's would. A
+    label of the model's missing from `labels` is refused: its tickets would have no answer."""
+    import torch
+
+    known = list(model.config.id2label.values())
+    if known == labels:
+        return
+    if missing := sorted(set(known) - set(labels)):
+        raise SystemExit(f"the data lacks the model's labels {missing}; a warm start keeps every label")
+    old = model.classifier
+    head = torch.nn.Linear(old.in_features, len(labels))
+    with torch.no_grad():
+        head.weight.normal_(0.0, model.config.initializer_range)
+        head.bias.zero_()
+        for i, label in enumerate(labels):
+            if label in known:
+                head.weight[i] = old.weight[known.index(label)]
+                head.bias[i] = old.bias[known.index(label)]
+    model.classifier = head
+    model.num_labels = model.config.num_labels = len(labels)
+    model.config.id2label = dict(enumerate(labels))
+    model.config.label2id = {label: i for i, label in enumerate(labels)}
+
+
 def train(
     rows: list[tuple[str, str]],
     labels: list[str],
@@ -286,8 +312,8 @@ def train(
     warm: bool = False,
 ):
     """Fine-tunes; returns (model, tokenizer, final epoch's training accuracy). `warm`:
-    `base` is a built classifier with the same labels (models.retrain), not a pretrained
-    encoder: its head and pooler are where training starts."""
+    `base` is a built classifier (models.retrain), not a pretrained encoder: its head and
+    pooler are where training starts, its head grown by the labels the data adds."""
     import torch
     from tqdm import tqdm
     from transformers import (
@@ -300,14 +326,16 @@ def train(
     torch.manual_seed(settings.seed)
     label2id = {label: i for i, label in enumerate(labels)}
     tokenizer = AutoTokenizer.from_pretrained(base)
-    model = BertForSequenceClassification.from_pretrained(
-        base,
-        num_labels=len(labels),
-        id2label=dict(enumerate(labels)),
-        label2id=label2id,
-    )
-    if warm and list(model.config.id2label.values()) != labels:
-        raise SystemExit(f"{base} has labels {list(model.config.id2label.values())}; the data has {labels}")
+    if warm:
+        model = BertForSequenceClassification.from_pretrained(base)
+        grow_head(model, labels)
+    else:
+        model = BertForSequenceClassification.from_pretrained(
+            base,
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id=label2id,
+        )
     # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
     # unknown character of the training data its own token lets the model learn them.
     # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
@@ -606,8 +634,8 @@ def build(
     force: bool = False,
     warm_start: Path | None = None,
 ) -> ModelMetadata:
-    """`warm_start`: a built model directory with the same labels to train on from
-    (models.retrain), instead of the pretrained base."""
+    """`warm_start`: a built model directory to train on from (models.retrain), instead of
+    the pretrained base; the data has its labels, and may add new ones."""
     base = warm_start or base_model_dir(settings.base)
     bundled_taxonomy = tiers_file is not None and tiers_file.resolve() == BUNDLED_INTENTS
     fp = fingerprint(data, settings, base, (taxonomy.INTENTS, taxonomy.BOUNDARIES) if bundled_taxonomy else ())

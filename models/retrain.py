@@ -89,13 +89,20 @@ def retrain(
     out: Path,
     settings: RetrainSettings = RetrainSettings(),
     train: TrainSettings = TrainSettings(),
+    new_labels: dict[str, str] | None = None,
 ) -> ModelMetadata:
-    """Builds the candidate in `out` from `reviews` (resolved items: text, label, lang)."""
+    """Builds the candidate in `out` from `reviews` (resolved items: text, label, lang).
+    `new_labels`: labels people accepted that `source` lacks, with their descriptions; the
+    candidate learns them from their reviewed tickets."""
     started = time.monotonic()
     stable = ModelMetadata.load(source)
-    unknown = sorted({label for _, label, _ in reviews} - set(stable.labels))
+    new_labels = new_labels or {}
+    unknown = sorted({label for _, label, _ in reviews} - set(stable.labels) - set(new_labels))
     if unknown:
-        raise SystemExit(f"reviews use labels {unknown} that {stable.version} lacks; a new label needs models.build")
+        raise SystemExit(
+            f"reviews use labels {unknown} that {stable.version} lacks; accept them as new labels first "
+            "(POST /admin/labels/proposals/NAME/accept, or --new-label NAME=DESCRIPTION)"
+        )
     learn, reviewed_set = split_reviews(reviews, settings.reviewed_share)
     out.parent.mkdir(parents=True, exist_ok=True)
     data = out.with_name(out.name + ".data.csv")
@@ -112,8 +119,15 @@ def retrain(
         out / REVIEWED_SET_FILE,
         [{"text": t, "label": lab, "lang": lang, "style": "review"} for t, lab, lang in reviewed_set],
     )
+    learnt = {label for _, label, _ in learn}
+    for name, description in new_labels.items():
+        if name in learnt:
+            examples = [t for t, label, _ in learn if label == name][:3]
+            doc = {"description": description, "covers": [], "not": [], "examples": examples}
+            meta.taxonomy.setdefault("labels", {})[name] = doc
     meta.extra["retrain"] = {
         "from_version": stable.version,
+        "new_labels": sorted(learnt & set(new_labels)),
         "reviews_learnt": len(learn),
         "reviewed_set": len(reviewed_set),
         "epochs": settings.epochs,
@@ -153,6 +167,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reviewed-share", type=float, default=RetrainSettings.reviewed_share)
     p.add_argument("--replay-rows", type=int, default=RetrainSettings.replay_rows)
     p.add_argument("--review-weight", type=int, default=RetrainSettings.review_weight)
+    p.add_argument(
+        "--new-label",
+        action="append",
+        default=[],
+        metavar="NAME=DESCRIPTION",
+        help="a label the reviews use that the model lacks (repeatable)",
+    )
     p.add_argument("--url", help="start the running graph's retrain instead (POST /admin/retrain)")
     p.add_argument("--token-env", default="TICKETSERVE_ADMIN_TOKEN", help="with --url: the admin token's variable")
     p.add_argument("--wait", action="store_true", help="with --url: until the retrain ends")
@@ -163,7 +184,8 @@ def main(argv: list[str] | None = None) -> None:
     if not (a.reviews and a.source and a.out):
         p.error("give --reviews, --from and --out (or --url)")
     settings = RetrainSettings(a.epochs, a.reviewed_share, a.replay_rows, a.review_weight)
-    retrain(read_labelled_rows(a.reviews), a.source, a.out, settings)
+    new_labels = dict(item.partition("=")[::2] for item in a.new_label)
+    retrain(read_labelled_rows(a.reviews), a.source, a.out, settings, new_labels=new_labels)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-// The review console: a reviewer labels flagged and audited answers by keyboard; an admin
-// also watches and acts on the rollout. Everything it shows comes from the /admin API and
+// The review console: a reviewer labels flagged and audited answers by keyboard and
+// proposes a new label where none fits; an admin also decides proposals and watches and
+// acts on the rollout. Everything it shows comes from the /admin API and
 // is written as text (textContent), never as markup: a ticket is whatever a stranger typed.
 "use strict";
 
@@ -15,6 +16,7 @@ const state = {
   cursor: 0,
   labels: [],
   picking: null, // {matches, cursor} while the label picker is open
+  proposing: false, // the new-label form is open
   retrainPoll: null,
 };
 
@@ -79,7 +81,7 @@ async function logIn(token) {
     return;
   }
   sessionStorage.setItem("ticketserve.token", token);
-  state.labels = (await api("GET", "/v1/labels")).labels;
+  await loadLabels();
   document.activeElement?.blur(); // the queue's keys go to the page, not the token field
   $("login").hidden = true;
   $("tabs").hidden = false;
@@ -88,6 +90,16 @@ async function logIn(token) {
   $("who").textContent = `signed in as ${state.role}`;
   say("");
   await show("review");
+}
+
+// The served labels and those people accepted since (the next retrain learns them).
+async function loadLabels() {
+  const [served, accepted] = await Promise.all([
+    api("GET", "/v1/labels"),
+    api("GET", "/admin/labels/proposals?status=accepted"),
+  ]);
+  const known = new Set(served.labels.map((l) => l.name));
+  state.labels = [...served.labels, ...accepted.proposals.filter((p) => !known.has(p.name))];
 }
 
 function logOut() {
@@ -100,9 +112,11 @@ function logOut() {
 async function show(view) {
   state.view = view;
   for (const tab of document.querySelectorAll("nav button")) tab.classList.toggle("active", tab.dataset.view === view);
-  $("queue").hidden = view === "rollout";
+  $("queue").hidden = view === "rollout" || view === "labels";
   $("rollout").hidden = view !== "rollout";
+  $("labels").hidden = view !== "labels";
   if (view === "rollout") await Promise.all([loadRollout(), loadRetrain()]);
+  else if (view === "labels") await loadProposals();
   else await loadItems();
 }
 
@@ -117,6 +131,7 @@ async function loadItems() {
 function showCounts(counts) {
   $("count-review").textContent = counts.open_review;
   $("count-audit").textContent = counts.open_audit;
+  $("count-proposed").textContent = counts.proposed;
 }
 
 function renderItems() {
@@ -161,10 +176,14 @@ async function resolve(label) {
     say(`Item ${item.id}: ${e.message}`, true);
     return;
   }
-  item.done = label;
+  await done(item, label, `Item ${item.id} labelled ${label}.`);
+}
+
+async function done(item, shown, message) {
+  item.done = shown;
   const counts = (await api("GET", `/admin/review?status=open&kind=${state.view}&limit=1`)).counts;
   showCounts(counts);
-  say(`Item ${item.id} labelled ${label}.`);
+  say(message);
   const next = state.items.findIndex((other, i) => i > state.cursor && !other.done);
   if (next >= 0) state.cursor = next;
   renderItems();
@@ -224,6 +243,68 @@ function pickerKey(event) {
   } else return;
   event.preventDefault();
   if (state.picking) renderPicker();
+}
+
+// --- new labels -------------------------------------------------------------------------------
+
+function openPropose() {
+  if (!state.items[state.cursor] || state.items[state.cursor].done) return;
+  state.proposing = true;
+  $("propose").hidden = false;
+  $("propose").reset();
+  $("propose-name").focus();
+}
+
+function closePropose() {
+  state.proposing = false;
+  $("propose").hidden = true;
+  document.activeElement?.blur();
+}
+
+async function propose(event) {
+  event.preventDefault();
+  const item = state.items[state.cursor];
+  const label = $("propose-name").value.trim();
+  const description = $("propose-description").value.trim();
+  closePropose();
+  try {
+    await api("POST", `/admin/review/${item.id}/propose`, { label, description });
+  } catch (e) {
+    say(`Item ${item.id}: ${e.message}`, true);
+    return;
+  }
+  await done(item, `proposed ${label}`, `Item ${item.id} filed under the proposed label ${label}.`);
+}
+
+async function loadProposals() {
+  const { proposals } = await api("GET", "/admin/labels/proposals?status=all");
+  const body = $("proposals");
+  body.replaceChildren();
+  for (const p of proposals) {
+    const row = document.createElement("tr");
+    row.dataset.name = p.name;
+    const actions = cell("");
+    if (state.role === "admin" && p.status === "open") {
+      for (const verdict of ["accept", "reject"]) {
+        const button = Object.assign(document.createElement("button"), { type: "button", textContent: verdict });
+        button.className = verdict;
+        button.addEventListener("click", () => decide(p.name, verdict));
+        actions.append(button);
+      }
+    }
+    row.append(cell(p.name), cell(p.status), cell(p.items), cell(p.description), cell(p.examples.join("\n"), "text"), actions);
+    body.append(row);
+  }
+}
+
+async function decide(name, verdict) {
+  try {
+    const p = await api("POST", `/admin/labels/proposals/${encodeURIComponent(name)}/${verdict}`);
+    say(`${name}: ${p.status}`);
+  } catch (e) {
+    say(`${name}: ${e.message}`, true);
+  }
+  await Promise.all([loadProposals(), loadLabels()]);
 }
 
 // --- rollout (admin) -----------------------------------------------------------------------
@@ -308,13 +389,18 @@ const QUEUE_KEYS = {
   2: () => resolve(state.items[state.cursor]?.runners_up[1]?.[0]),
   o: () => resolve(OUT_OF_SCOPE),
   l: () => openPicker(),
+  n: () => openPropose(),
   s: () => move(1),
   r: () => loadItems(),
 };
 
 document.addEventListener("keydown", (event) => {
   if (state.picking) return pickerKey(event);
-  if (!state.role || state.view === "rollout" || event.target.tagName === "INPUT") return;
+  if (state.proposing) {
+    if (event.key === "Escape") closePropose();
+    return;
+  }
+  if (!state.role || !["review", "audit"].includes(state.view) || event.target.tagName === "INPUT") return;
   if (event.ctrlKey || event.metaKey || event.altKey) return;
   const action = QUEUE_KEYS[event.key];
   if (!action) return;
@@ -323,6 +409,7 @@ document.addEventListener("keydown", (event) => {
 });
 
 $("picker-input").addEventListener("input", filterPicker);
+$("propose").addEventListener("submit", propose);
 $("login").addEventListener("submit", (event) => {
   event.preventDefault();
   logIn($("token").value.trim());

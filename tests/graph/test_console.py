@@ -1,7 +1,7 @@
 """The review console in a real browser (Debian's chromium through chromium-driver) on a
-real graph: a reviewer logs in, labels items by keyboard and the API shows them resolved;
-a ticket carrying markup is shown as text and runs nothing; a reviewer cannot act on the
-rollout, an admin can."""
+real graph: a reviewer logs in, labels items by keyboard (and proposes a new label) and
+the API shows them resolved; a ticket carrying markup is shown as text and runs nothing;
+a reviewer cannot act on the rollout or decide a proposal, an admin can."""
 
 from __future__ import annotations
 
@@ -123,6 +123,7 @@ def test_a_reviewer_labels_by_keyboard_and_markup_stays_text(graph, browser):
     _press(browser, "o", 3)  # out of scope
     browser.find_element(By.TAG_NAME, "body").send_keys("s")  # skipped: stays open
     _press(browser, "lcancel_ord\n", 4)  # picked by name
+    _press(browser, "ngift_cards\tbuying, sending or redeeming gift cards\n", 5)  # no label fits: a new one
     if path := os.environ.get("TICKETSERVE_CONSOLE_SCREENSHOT"):
         browser.save_screenshot(path)
 
@@ -133,9 +134,19 @@ def test_a_reviewer_labels_by_keyboard_and_markup_stays_text(graph, browser):
         ids[2]: "out_of_scope",
         ids[3]: None,
         ids[4]: "cancel_order",
+        ids[5]: None,
     }
     assert {i: after[i]["resolved_label"] for i in expected} == expected
-    assert browser.find_element(By.ID, "count-review").text == str(len(TICKETS) - 4)
+    assert after[ids[5]]["proposed_label"] == "gift_cards"
+    assert browser.find_element(By.ID, "count-review").text == str(len(TICKETS) - 5)
+    assert browser.find_element(By.ID, "count-proposed").text == "1"
+
+    browser.find_element(By.ID, "tab-labels").click()
+    row = WebDriverWait(browser, 15).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#proposals tr[data-name=gift_cards]")
+    )
+    assert row.find_elements(By.TAG_NAME, "button") == []  # deciding is the admin's
+    assert browser.find_elements(By.CSS_SELECTOR, "#proposals script") == []
 
     # The page holds no power of its own: the reviewer's token is refused the rollout.
     status = browser.execute_async_script(
@@ -165,6 +176,16 @@ def test_an_admin_sees_the_rollout_and_its_actions_reach_the_controller(graph, b
     WebDriverWait(browser, 45).until(lambda d: "status stopped" in d.find_element(By.ID, "retrain-state").text)
     runs = graph.get("/admin/retrain", headers={"Authorization": f"Bearer {ADMIN}"}).json()["runs"]
     assert [r["status"] for r in runs] == ["stopped"]
+
+    # The reviewer's proposal, with its ticket, is the admin's to accept.
+    browser.find_element(By.ID, "tab-labels").click()
+    row = WebDriverWait(browser, 15).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#proposals tr[data-name=gift_cards]")
+    )
+    assert "open" in row.text and HOSTILE[1] in row.text
+    row.find_element(By.CSS_SELECTOR, "button.accept").click()
+    WebDriverWait(browser, 15).until(lambda d: "gift_cards: accepted" in d.find_element(By.ID, "status").text)
+    assert [i["resolved_label"] for i in _admin_items(graph).values() if i["text"] == HOSTILE[1]] == ["gift_cards"]
 
 
 def test_the_page_forbids_inline_script_and_other_origins(graph):

@@ -1,7 +1,7 @@
 """Retraining from reviews on a real graph: an admin starts a retrain, a Ray task of its
-own builds a candidate from the resolved items warm-started from the serving model, and
-keeps a share of them as its reviewed set; a running retrain can be stopped; a reviewer
-can do neither."""
+own builds a candidate from the resolved items warm-started from the serving model (and
+learns the label people proposed and the admin accepted), and keeps a share of them as
+its reviewed set; a running retrain can be stopped; a reviewer can do neither."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ CORRECTIONS = {
     "can u ask an agent if i can obtain some bills?": "invoice_request",
     "ask an agent where to see the options for delivery": "shipping_options",
 }
+# Tickets no served label fits: a reviewer proposes one, the admin accepts it.
+NEW_LABEL = "gift_cards"
+PROPOSED = ["do you sell gift cards for birthdays?", "how do I redeem the gift card my aunt sent me?"]
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +53,18 @@ def graph(ray_serve, default_model_dir, tmp_path_factory):
         for round_ in range(4):
             for text in CORRECTIONS:
                 assert client.post("/v1/classify", json={"text": f"{text} (ticket {round_})"}).json()["needs_review"]
+            for text in PROPOSED:
+                assert client.post("/v1/classify", json={"text": f"{text} (ticket {round_})"}).json()["needs_review"]
         items = client.get("/admin/review?limit=500", headers=ADMIN).json()["items"]
         for item in items:
-            label = CORRECTIONS[item["text"].rsplit(" (", 1)[0]]
-            assert client.post(f"/admin/review/{item['id']}/resolve", json={"label": label}, headers=ADMIN).is_success
+            text = item["text"].rsplit(" (", 1)[0]
+            if text in PROPOSED:
+                proposal = {"label": NEW_LABEL, "description": "buying, sending or redeeming gift cards"}
+                assert client.post(f"/admin/review/{item['id']}/propose", json=proposal, headers=REVIEWER).is_success
+            else:
+                resolution = {"label": CORRECTIONS[text]}
+                assert client.post(f"/admin/review/{item['id']}/resolve", json=resolution, headers=ADMIN).is_success
+        assert client.post(f"/admin/labels/proposals/{NEW_LABEL}/accept", headers=ADMIN).is_success
         yield client
 
 
@@ -80,14 +91,18 @@ def test_a_retrain_builds_a_candidate_from_the_resolved_items(graph):
     meta = json.loads((candidate / "ticketserve.json").read_text())
     stable = graph.get("/v1/labels").json()["model_version"]
     assert meta["version"] == run["candidate_version"] != stable
-    assert meta["labels"] == [label["name"] for label in graph.get("/v1/labels").json()["labels"]]
+    served = [label["name"] for label in graph.get("/v1/labels").json()["labels"]]
+    # The accepted label is learnt: the head grows by it, the taxonomy describes it.
+    assert meta["labels"] == sorted([*served, NEW_LABEL])
+    assert meta["taxonomy"]["labels"][NEW_LABEL]["description"] == "buying, sending or redeeming gift cards"
     retrain = meta["extra"]["retrain"]
-    assert retrain["from_version"] == stable
-    # 24 distinct resolved texts: some held out as the reviewed set, never trained on.
+    assert retrain["from_version"] == stable and retrain["new_labels"] == [NEW_LABEL]
+    # 32 distinct resolved texts: some held out as the reviewed set, never trained on.
     with open(candidate / "reviewed_set.csv", encoding="utf-8") as f:
         reviewed = list(csv.DictReader(f))
-    assert len(reviewed) == retrain["reviewed_set"] > 0 and retrain["reviews_learnt"] + len(reviewed) == 24
-    assert all(row["label"] == CORRECTIONS[row["text"].rsplit(" (", 1)[0]] for row in reviewed)
+    assert len(reviewed) == retrain["reviewed_set"] > 0 and retrain["reviews_learnt"] + len(reviewed) == 32
+    truth = {**CORRECTIONS, **dict.fromkeys(PROPOSED, NEW_LABEL)}
+    assert all(row["label"] == truth[row["text"].rsplit(" (", 1)[0]] for row in reviewed)
 
 
 def test_a_running_retrain_stops_and_the_record_says_so(graph):

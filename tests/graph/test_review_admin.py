@@ -1,5 +1,6 @@
 """Review queue and admin API on a real graph: low-confidence answers flagged and recorded,
-the admin API refusing callers without the token, items surviving a restart of the queue."""
+the admin API refusing callers without the token, new labels proposed by reviewers and
+decided by the admin, items surviving a restart of the queue."""
 
 from __future__ import annotations
 
@@ -158,6 +159,64 @@ def test_the_reviewer_token_lists_and_resolves_items_and_nothing_else(reviewed):
     ]:
         r = client.request(method, path, headers=REVIEWER, json=body)
         assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", (method, path, r.text)
+
+
+def test_a_reviewer_proposes_a_label_and_only_the_admin_decides_it(reviewed):
+    client = reviewed
+    texts = [f"do you sell gift cards I could send to my sister, number {i}?" for i in range(3)]
+    for text in texts:
+        client.post("/v1/classify", json={"text": text})
+    listed = client.get("/admin/review", headers=REVIEWER, params={"status": "open", "limit": 500}).json()["items"]
+    ids = [item["id"] for item in listed if item["text"] in texts]
+    assert len(ids) == 3, listed
+
+    body = {"label": "gift_cards", "description": "buying, sending or redeeming gift cards"}
+    for bad, why in [({"label": "Gift Cards"}, "lowercase"), ({"label": "order_status"}, "exists")]:
+        r = client.post(f"/admin/review/{ids[0]}/propose", headers=REVIEWER, json=bad)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", (why, r.text)
+    assert client.post("/admin/review/999999/propose", headers=REVIEWER, json=body).status_code == 404
+    for item_id in ids:
+        r = client.post(f"/admin/review/{item_id}/propose", headers=REVIEWER, json=body)
+        assert r.status_code == 200 and r.json()["proposed_label"] == "gift_cards", r.text
+    # Filed under the proposal: out of the open queue, and not a label to resolve with yet.
+    still_open = client.get("/admin/review", headers=REVIEWER, params={"status": "open", "limit": 500}).json()
+    assert not [item for item in still_open["items"] if item["id"] in ids]
+    assert still_open["counts"]["proposed"] >= 3
+    proposals = client.get("/admin/labels/proposals", headers=REVIEWER).json()["proposals"]
+    [gift] = [p for p in proposals if p["name"] == "gift_cards"]
+    assert (gift["status"], gift["items"], gift["description"]) == ("open", 3, body["description"])
+    assert set(gift["examples"]) == set(texts)
+
+    for verdict in ("accept", "reject"):
+        r = client.post(f"/admin/labels/proposals/gift_cards/{verdict}", headers=REVIEWER)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert client.post("/admin/labels/proposals/no_such_label/accept", headers=AUTH).status_code == 404
+    accepted = client.post("/admin/labels/proposals/gift_cards/accept", headers=AUTH)
+    assert accepted.status_code == 200 and accepted.json()["status"] == "accepted", accepted.text
+    rows = list(csv.DictReader(io.StringIO(client.get("/admin/review/export", headers=AUTH).text)))
+    assert sorted(r["text"] for r in rows if r["label"] == "gift_cards") == sorted(texts)
+    # An accepted label is one people resolve with, before any model knows it.
+    client.post("/v1/classify", json={"text": "can I pay with a gift card from your shop?"})
+    open_now = client.get("/admin/review", headers=REVIEWER, params={"status": "open", "limit": 500}).json()["items"]
+    [later] = [item for item in open_now if "gift card from your shop" in item["text"]]
+    r = client.post(f"/admin/review/{later['id']}/resolve", headers=REVIEWER, json={"label": "gift_cards"})
+    assert r.status_code == 200 and r.json()["resolved_label"] == "gift_cards", r.text
+
+
+def test_a_rejected_proposal_returns_its_items_to_the_queue(reviewed):
+    client = reviewed
+    text = "is your office dog friendly, can I bring my pet when I pick up"
+    client.post("/v1/classify", json={"text": text})
+    listed = client.get("/admin/review", headers=AUTH, params={"status": "open", "limit": 500}).json()["items"]
+    [item] = [i for i in listed if i["text"] == text]
+    r = client.post(f"/admin/review/{item['id']}/propose", headers=AUTH, json={"label": "pets_policy"})
+    assert r.status_code == 200
+    rejected = client.post("/admin/labels/proposals/pets_policy/reject", headers=AUTH).json()
+    assert (rejected["status"], rejected["items"]) == ("rejected", 0)
+    listed = client.get("/admin/review", headers=AUTH, params={"status": "open", "limit": 500}).json()["items"]
+    assert [i["proposed_label"] for i in listed if i["id"] == item["id"]] == [None]
+    r = client.post(f"/admin/review/{item['id']}/resolve", headers=AUTH, json={"label": "pets_policy"})
+    assert r.status_code == 422  # a rejected label is no label
 
 
 def test_unflagged_answers_are_drawn_for_audit_and_estimate_the_silent_error_rate(reviewed):

@@ -1,8 +1,11 @@
 import asyncio
 import json
 
+import pytest
+
 from deployments.config import RetrainConfig
 from deployments.retrainer import Retrainer, log_tail
+from models.build import grow_head
 from models.retrain import RetrainSettings, split_reviews, training_rows
 
 REVIEWS = [(f"ticket number {i}", "cancel_order" if i % 2 else "refund_request", "en") for i in range(200)]
@@ -60,3 +63,25 @@ def test_the_log_tail_reads_progress_bars_as_lines(tmp_path):
     log.write_text("start\nstep 1\rstep 2\rstep 3\n\nend\n")
     assert log_tail(log, 3) == ["step 2", "step 3", "end"]
     assert log_tail(tmp_path / "missing.log") == []
+
+
+def test_a_warm_start_grows_the_head_by_the_accepted_labels_and_keeps_the_trained_rows():
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    known = ["cancel_order", "order_status"]
+    config = BertConfig(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16)
+    config.id2label, config.label2id = dict(enumerate(known)), {label: i for i, label in enumerate(known)}
+    model = BertForSequenceClassification(config)
+    before = model.classifier.weight.detach().clone()
+
+    grow_head(model, ["cancel_order", "gift_cards", "order_status"])
+    assert model.num_labels == model.config.num_labels == 3
+    assert model.config.label2id == {"cancel_order": 0, "gift_cards": 1, "order_status": 2}
+    weight = model.classifier.weight.detach()
+    assert torch.equal(weight[0], before[0]) and torch.equal(weight[2], before[1])
+    assert not torch.equal(weight[1], torch.zeros(8))
+    logits = model(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([1])).logits
+    assert logits.shape == (1, 3)
+    with pytest.raises(SystemExit, match="order_status"):
+        grow_head(model, ["cancel_order", "gift_cards"])

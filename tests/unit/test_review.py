@@ -33,7 +33,7 @@ def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     store.close()
 
     store = ReviewStore(path)  # a restart of the graph
-    assert store.counts() == {"open": 3, "resolved": 0, "open_review": 2, "open_audit": 1}
+    assert store.counts() == {"open": 3, "resolved": 0, "open_review": 2, "open_audit": 1, "proposed": 0}
     assert [i["runners_up"] for i in store.items("all")] == [[], [], [["cancel_order", 0.2]]]
     resolved = store.resolve(3, "cancel_order")
     assert resolved["resolved_label"] == "cancel_order" and resolved["label"] == "refund_request"
@@ -42,7 +42,47 @@ def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     assert [i["id"] for i in store.items("resolved")] == [3]
     assert [i["id"] for i in store.items("all", limit=2, offset=1)] == [2, 3]
     assert store.training_rows() == [{"text": "ticket number 3", "label": "cancel_order", "lang": "ja"}]
-    assert store.counts() == {"open": 2, "resolved": 1, "open_review": 2, "open_audit": 0}
+    assert store.counts() == {"open": 2, "resolved": 1, "open_review": 2, "open_audit": 0, "proposed": 0}
+
+
+def test_a_proposed_label_holds_its_items_until_accepted_or_rejected(tmp_path):
+    now = [datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)]
+    store = ReviewStore(tmp_path / "review.sqlite3", clock=lambda: now[0])
+    store.add([item(i) for i in range(1, 6)])
+    assert store.propose(99, "gift_cards", "gift cards") is None
+    assert store.propose(1, "gift_cards", "buying gift cards")["proposed_label"] == "gift_cards"
+    store.propose(2, "gift_cards", "a second wording: the first one stays")
+    store.propose(3, "pets", "pets in the shop")
+    assert store.counts() == {"open": 2, "resolved": 0, "open_review": 2, "open_audit": 0, "proposed": 3}
+    assert [i["id"] for i in store.items("open")] == [4, 5]
+    gift, pets = store.proposals("open")
+    assert pets.name == "pets"
+    assert (gift.description, gift.items, gift.examples) == (
+        "buying gift cards",
+        2,
+        ("ticket number 1", "ticket number 2"),
+    )
+
+    now[0] += datetime.timedelta(hours=1)
+    accepted = store.decide("gift_cards", accept=True)
+    assert (accepted.status, accepted.decided_at, accepted.items) == ("accepted", "2026-12-01T01:00:00+00:00", 2)
+    assert store.decide("gift_cards", accept=False) is None  # decided already
+    assert [r["label"] for r in store.training_rows()] == ["gift_cards", "gift_cards"]
+    # Filed under an accepted label: resolved at once.
+    assert store.propose(4, "gift_cards", "")["resolved_label"] == "gift_cards"
+
+    rejected = store.decide("pets", accept=False)
+    assert (rejected.status, rejected.items) == ("rejected", 0)
+    assert [i["id"] for i in store.items("open")] == [3, 5]
+    # Proposed again: open again, with its first description.
+    store.propose(3, "pets", "other words")
+    assert [(p.name, p.status, p.description) for p in store.proposals("open")] == [
+        ("pets", "open", "pets in the shop")
+    ]
+    # Resolved with a served label instead: out of the proposal.
+    store.resolve(3, "refund_request")
+    assert [p.items for p in store.proposals("open")] == [0]
+    assert [p.name for p in store.proposals("accepted")] == ["gift_cards"]
 
 
 def test_personal_data_is_masked_before_it_is_written(tmp_path):
