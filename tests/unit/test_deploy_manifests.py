@@ -1,15 +1,19 @@
 """The shipped Serve configs and the KubeRay manifest: valid for Serve's own schema and for
-the application's config, and the RayService serves what serve_config.gpu.yaml does."""
+the application's config, each listing the deployments its app binds; the RayService
+serves what serve_config.gpu.yaml does, on the image the Dockerfile builds."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from ray.serve import Application
 from ray.serve.schema import ServeDeploySchema
 
 from deployments.config import AppConfig
+from serve_app import bind_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 # By topology: `fused` runs anti-spam, edge and tokenizer inside the ingress replica.
@@ -62,3 +66,55 @@ def test_the_graph_refuses_an_ingress_grace_shorter_than_a_ticket():
     config = AppConfig.from_args({"ingress": {"request_timeout_s": 30}})
     with pytest.raises(ValueError, match="graceful_shutdown_timeout_s=20 must exceed ingress.request_timeout_s=30"):
         bind_graph(config, {"Ingress": {"graceful_shutdown_timeout_s": 20}})
+
+
+def bound_deployments(app: Application) -> set[str]:
+    """Names of every deployment `app` binds, its ingress and all it holds handles to."""
+    names: set[str] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, Application):
+            deployment = value._bound_deployment
+            names.add(deployment.name)
+            for arg in (*deployment.init_args, *deployment.init_kwargs.values()):
+                walk(arg)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    walk(app)
+    return names
+
+
+@pytest.mark.parametrize("name", ["serve_config.yaml", "serve_config.gpu.yaml", "deploy/rayservice.yaml"])
+def test_each_config_lists_the_deployments_its_app_binds_and_no_other(name):
+    config = (
+        rayservice_serve_config() if name.endswith("rayservice.yaml") else yaml.safe_load((ROOT / name).read_text())
+    )
+    [app] = config["applications"]
+    listed = {d["name"] for d in app["deployments"]}
+    bound = bound_deployments(bind_graph(AppConfig.from_args(app["args"])))
+    # The retrainer takes its defaults (0 CPUs, one replica): a config may leave it out.
+    assert listed <= bound and bound - listed <= {"Retrainer"}, (sorted(listed), sorted(bound))
+
+
+def test_the_rayservice_runs_the_image_the_dockerfile_builds_on_rays_own_base():
+    manifest = yaml.safe_load((ROOT / "deploy" / "rayservice.yaml").read_text())
+    cluster = manifest["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    images = {c["image"] for pod in pods for c in pod["template"]["spec"]["containers"]}
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert len(images) == 1 and f"-t {images.pop()} ." in dockerfile
+    # Ray's base image of the Ray the manifest and pyproject.toml pin, and a Python the project supports.
+    ray_version = cluster["rayVersion"]
+    assert f'"ray[serve]=={ray_version}"' in (ROOT / "pyproject.toml").read_text()
+    bases = re.findall(r"rayproject/ray:(\S+)", dockerfile)
+    assert bases and all(re.fullmatch(rf"{re.escape(ray_version)}-py31[1-3]-(gpu|cpu)", b) for b in bases), bases
+    assert "ARG RAY_IMAGE=rayproject/ray:" in dockerfile and "FROM ${RAY_IMAGE}" in dockerfile
+    # The image sets the environment the RayService gives its pods.
+    env = {e["name"]: e["value"] for e in pods[0]["template"]["spec"]["containers"][0]["env"]}
+    for variable, value in env.items():
+        assert re.search(rf"{variable}={re.escape(value)}\b", dockerfile), variable
