@@ -19,10 +19,11 @@ class RouteHint:
     reason: str  # prefix: a holder; placed: nobody holds it, its home replica; least_loaded: holder/home overloaded
 
 
-def home_replica(key: str, replicas: Iterable[str]) -> str | None:
+def home_replica(key: str, replicas: Iterable[str]) -> str:
     """Rendezvous hashing: every router places a prefix nobody holds yet on the same replica,
-    without asking anyone, and only the prefixes of a removed replica move."""
-    return max(replicas, key=lambda r: hashlib.blake2b(f"{key}\x00{r}".encode(), digest_size=8).digest(), default=None)
+    without asking anyone, and only the prefixes of a removed replica move. `replicas`: at
+    least one."""
+    return max(replicas, key=lambda r: hashlib.blake2b(f"{key}\x00{r}".encode(), digest_size=8).digest())
 
 
 def choose(key: str, holders: Mapping[str, int], loads: Mapping[str, int], max_imbalance_requests: int) -> RouteHint:

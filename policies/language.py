@@ -82,7 +82,7 @@ def dominant_script(text: str) -> str | None:
         return None
     if "kana" in counts:
         return "kana"
-    return max(counts, key=counts.get)
+    return max(counts, key=counts.__getitem__)
 
 
 def _writes(language: str, script: str) -> bool:

@@ -141,7 +141,7 @@ class UserLimits:
         if wait_s > 0:
             return Admission("rate_limited", max(1, math.ceil(wait_s)))
         if tenant is not None and self._rate.tenant_limit is not None:
-            if (wait_s := self._tenant(tenant, now).take(now)) > 0:
+            if (wait_s := self._tenant(tenant, self._rate.tenant_limit, now).take(now)) > 0:
                 return Admission("rate_limited", max(1, math.ceil(wait_s)))
         window_start = now - self._dup.window_s
         while user.recent and user.recent[0][0] <= window_start:
@@ -166,10 +166,10 @@ class UserLimits:
         self._users.move_to_end(key)
         return user
 
-    def _tenant(self, tenant: str, now: float) -> TokenBucket:
+    def _tenant(self, tenant: str, limit: TierLimit, now: float) -> TokenBucket:
         bucket = self._tenants.get(tenant)
         if bucket is None:
-            bucket = self._tenants[tenant] = TokenBucket(self._rate.tenant_limit, now)
+            bucket = self._tenants[tenant] = TokenBucket(limit, now)
             while len(self._tenants) > self._rate.max_tracked_users:
                 self._tenants.popitem(last=False)
         self._tenants.move_to_end(tenant)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from policies.canary import Decision
 
 Status = Literal["none", "idle", "rolling", "rolled_back", "complete"]
+Action = Literal["set", "promote", "rollback", "complete", "new_canary", "stable"]
 HISTORY = 50
 
 
@@ -47,7 +48,7 @@ class SyncReport:
 @dataclass(frozen=True)
 class Change:
     at_unix_s: float
-    action: Literal["set", "promote", "rollback", "complete", "new_canary", "stable"]
+    action: Action
     from_percent: float
     to_percent: float
     shadow: bool
@@ -153,7 +154,7 @@ class Rollout:
         return self.epoch
 
     def _change(
-        self, percent: float, shadow: bool, status: Status, action: str, reason: str, now: float, at_unix_s: float
+        self, percent: float, shadow: bool, status: Status, action: Action, reason: str, now: float, at_unix_s: float
     ) -> Change:
         change = Change(round(at_unix_s, 3), action, self.percent, percent, shadow, reason, self.canary_version)
         self.history.append(change)

@@ -20,9 +20,11 @@ export TICKETSERVE_HAPROXY_TIME_DELETE=${TICKETSERVE_HAPROXY_TIME_DELETE:-0}
 export TICKETSERVE_UPGRADE_TAIL_S=${TICKETSERVE_UPGRADE_TAIL_S:-5}
 # One model replica, as shipped: with the surge its old and new generations answer side by side.
 export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-1}
-# Lint first: seconds, and a formatting slip should not wait for the slow tiers.
+# Lint and types first: seconds, and a slip should not wait for the slow tiers.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Types, where they are clean: the pure rooms (models/ and the rest to follow).
+.venv/bin/ty check policies kv_partition
 if [ "${1:-}" = "--fast" ]; then
   shift
   exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability "$@"
