@@ -67,6 +67,11 @@ class EngineConfig(BaseModel):
     fake_start_s: float = Field(
         0.0, ge=0, description="fake mode: time the engine takes to start (vLLM's: 20-60 s), for upgrade drills"
     )
+    fake_gpu_profile: Literal["none", "gpu-e5-small"] = Field(
+        "none",
+        description="fake mode: answer at a GPU replica's cost (deployments/gpu_profile.py: batched steps, its "
+        "concurrency ceiling and engine start, all waits) instead of fake_latency_ms and fake_start_s; none: off",
+    )
     cpu_threads: int | None = Field(
         None,
         gt=0,

@@ -8,7 +8,8 @@ engine does, and answers with the model's own char n-gram pre-classifier
 (`edge_classifier.npz`): deterministic, plausible labels and confidences. A model derived
 by `models.variant` has no pre-classifier of its own; its source's answers go through
 the same head permutation the variant applied, so a shuffled canary is as wrong here as
-on vLLM.
+on vLLM. With `fake_gpu_profile` it answers at a GPU replica's cost instead
+(deployments/gpu_profile.py): batched steps, a concurrency ceiling and an engine start.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
+from deployments.gpu_profile import PROFILES, StepBatcher
 from models.artifacts import ModelMetadata
 from models.edge_classifier import EdgeClassifier
 
@@ -41,9 +43,11 @@ class FakeTicketEngine(TicketEngine):
         self._classifier, self._head_order = _classifier(Path(model_dir), self.metadata)
         self._random = random.Random(0)
         self._stopped = False
+        self._gpu = PROFILES.get(config.fake_gpu_profile)
+        self._batcher = StepBatcher(self._gpu) if self._gpu else None
         # Blocks the replica's constructor as vLLM's start does: Serve counts the replica
         # as starting, and routes nothing to it, until it returns.
-        time.sleep(config.fake_start_s)
+        time.sleep(self._gpu.start_s if self._gpu else config.fake_start_s)
 
     def tokenizer_info(self) -> TokenizerInfo:
         return TokenizerInfo(self.metadata.tokenizer_hash, True, FAKE_MAX_TOKENS)
@@ -51,7 +55,10 @@ class FakeTicketEngine(TicketEngine):
     async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> Prediction:
         if self._stopped:
             raise RuntimeError("engine is shut down")
-        if self._config.fake_latency_ms:
+        if self._batcher is not None:
+            tokens = len(prompt) if isinstance(prompt, list) else len(self._tokenizer.encode(prompt).ids)
+            await self._batcher.run(tokens)
+        elif self._config.fake_latency_ms:
             await asyncio.sleep(self._config.fake_latency_ms / 1000)
         if self._random.random() < self._config.fake_failure_rate:
             raise RuntimeError(f"fake engine failure for {request_id}")
@@ -68,7 +75,7 @@ class FakeTicketEngine(TicketEngine):
         return Prediction(served(guess.label), guess.confidence, runners_up=others)
 
     def batch_capacity(self) -> int:
-        return FAKE_BATCH_CAPACITY
+        return self._gpu.max_num_seqs if self._gpu else FAKE_BATCH_CAPACITY
 
     async def check_health(self) -> None:
         if self._stopped:
