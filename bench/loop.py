@@ -231,6 +231,36 @@ def run_round(loop: Loop, n: int, stream: list[Row], test: list[Row], a: argpars
     return result, live + sum(v for k, v in measured["versions"].items() if k == run["candidate_version"])
 
 
+def plot(result: dict, path: Path) -> None:
+    """The learning curve of a run's JSON: test error, right answers flagged and wrong
+    answers unflagged per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = result["rounds"]
+    x = [r["round"] for r in rounds]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for key, name in (
+        ("test_error", "test error (% of tickets)"),
+        ("test_flagged_right_share", "right answers flagged (% of right ones)"),
+        ("test_wrong_unflagged_share", "wrong and unflagged (% of tickets)"),
+    ):
+        values = [1 - r["test_accuracy"] if key == "test_error" else r[key] for r in rounds]
+        ax.plot(x, [100 * v for v in values], marker="o", label=name)
+    ax.set_xticks(x)
+    ax.set_xlabel("round (0: the starting model)")
+    ax.set_ylabel("%")
+    ax.set_title(f"{result['test_tickets']} test tickets through the graph after each round", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--stream", type=Path)
@@ -248,9 +278,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--token-env", default="TICKETSERVE_ADMIN_TOKEN")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "loop.json")
     p.add_argument("--write-config", type=Path, help="write the loop's serve config here and exit")
+    p.add_argument("--plot", type=Path, help="the learning curve of this results JSON (next to it, .png), and exit")
     a = p.parse_args(argv)
     if a.write_config:
         write_config(a.write_config)
+        return
+    if a.plot:
+        plot(json.loads(a.plot.read_text()), a.plot.with_suffix(".png"))
         return
     if a.bitext:
         stream, test = bitext_split()
@@ -281,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     out = {"rounds": [asdict(r) for r in rounds], "poisoned": poisoned, "test_tickets": len(test)}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=2))
+    plot(out, a.out.with_suffix(".png"))
     print(
         f"{'round':>5} {'model':<34} {'acc':>6} {'right flagged':>13} {'wrong unflagged':>15} {'reviewed':>8} {'audited':>7} {'retrain s':>9}  verdict"
     )

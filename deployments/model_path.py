@@ -31,6 +31,8 @@ from policies.micro_batch import MicroBatchConfig
 from policies.retry import Cause, RetryBudget, RetryConfig, next_step
 
 logger = logging.getLogger("ray.serve")
+# Why the model path gave up: a retry cause, or the breaker's refusal.
+GiveUpReason = Cause | Literal["breaker_open", "breaker_reject_new"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class GiveUp:
     """The model gave no answer: fall back to `then`."""
 
     then: Literal["cache", "degraded", "reject"]
-    reason: str  # a retry cause, or breaker_open / breaker_reject_new
+    reason: GiveUpReason
 
 
 def failure_cause(e: BaseException) -> Cause:
@@ -249,7 +251,7 @@ class ModelPath:
                 if cancel is not None:
                     cancel()
 
-    def _give_up(self, reason: str) -> None:
+    def _give_up(self, reason: GiveUpReason) -> None:
         self.give_ups[reason] += 1
         self._give_ups.inc(tags={"reason": reason})
 
