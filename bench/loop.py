@@ -59,6 +59,8 @@ LOOP_OVERRIDES = {
             "hold_s": 10,
             "min_compared": 50,
             "min_canary_answers": 20,
+            # A candidate no better on its reviewed set gets a verdict, not an endless hold.
+            "max_unproven_s": 180,
         },
     },
 }

@@ -47,6 +47,12 @@ class CanaryConfig(BaseModel):
         description="reviewed-set accuracy the canary must gain over stable to be promoted (capped at stable's "
         "distance to 1.0): a candidate no better on what people corrected stays where it is",
     )
+    max_unproven_s: float | None = Field(
+        None,
+        gt=0,
+        description="a canary held this long at one share for not being better on its reviewed set is rolled "
+        "back, a verdict instead of a wait; null: it is held until a newer candidate replaces it",
+    )
     shadow_goes_live: bool = Field(
         False,
         description="a shadow canary that held every check for hold_s goes live at start_percent by itself; "
@@ -125,12 +131,13 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
     if reviewed:
         gain = min(c.min_reviewed_gain, 1.0 - s.reviewed_stable_accuracy)
         if s.reviewed_canary_accuracy - s.reviewed_stable_accuracy < gain:
-            return Decision(
-                "hold",
-                canary_percent,
+            why = (
                 f"not better on the reviewed set: {s.reviewed_canary_accuracy:.3f} vs stable "
-                f"{s.reviewed_stable_accuracy:.3f} (needs +{gain:.3f})",
+                f"{s.reviewed_stable_accuracy:.3f} (needs +{gain:.3f})"
             )
+            if c.max_unproven_s is not None and now - since >= c.max_unproven_s:
+                return Decision("rollback", 0.0, f"{why} for {now - since:.0f} s")
+            return Decision("hold", canary_percent, why)
     if now - since < c.hold_s:
         return Decision("hold", canary_percent, f"holding {now - since:.0f} of {c.hold_s:.0f} s")
     if canary_percent >= 100:

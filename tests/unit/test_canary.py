@@ -108,3 +108,16 @@ def test_a_candidate_is_promoted_only_when_better_on_its_reviewed_set(canary, st
     assert d.action == ("promote" if promoted else "hold"), d
     if not promoted:
         assert "not better on the reviewed set" in d.reason and d.canary_percent == 15
+
+
+def test_a_candidate_not_better_for_max_unproven_s_is_rolled_back():
+    config = CONFIG.model_copy(update={"max_unproven_s": 600})
+    no_better = stats(reviewed_canary_accuracy=0.60, reviewed_stable_accuracy=0.60)
+    assert judge(config, no_better, 15, since=0, now=599).action == "hold"
+    d = judge(config, no_better, 15, since=0, now=600)
+    assert (d.action, d.canary_percent) == ("rollback", 0.0)
+    assert d.reason == "not better on the reviewed set: 0.600 vs stable 0.600 (needs +0.010) for 600 s"
+    # A better one is promoted whatever the time; without the setting, held for ever.
+    better = stats(reviewed_canary_accuracy=0.70, reviewed_stable_accuracy=0.60)
+    assert judge(config, better, 15, since=0, now=5000).action == "promote"
+    assert judge(CONFIG, no_better, 15, since=0, now=10**6).action == "hold"
