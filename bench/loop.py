@@ -3,7 +3,7 @@ reviewer (docs/loop.md).
 
     bash scripts/loop_serve.sh        # the graph with the loop's settings (model aliases, ...)
     python -m bench.loop --bitext --rounds 3 --reviews-per-round 300 --audit-per-round 100 \\
-        --tickets-per-round 1000 --poison-round 4 --out bench/results/loop.json
+        --tickets-per-round 1400 --poison-round 4 --out bench/results/loop.json
     python -m bench.loop --stream S.csv --test T.csv ...   # columns text,label[,lang]
 
 Round 0 measures the test set on the starting model. Each round then sends
