@@ -103,15 +103,25 @@ def graph_options(options: dict | None = None) -> dict:
     return {name: {"graceful_shutdown_wait_loop_s": 0.2, **options.get(name, {})} for name in DEPLOYMENT_NAMES}
 
 
+def graph_config(name: str, args: dict):
+    """`args` as the AppConfig of the test graph `name`, with a review queue file and a
+    retrain record of its own, outside the checkout (the defaults are under var/)."""
+    from deployments.config import AppConfig
+
+    review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
+    retrain = {
+        "state_path": str(REVIEW_DIR / f"{name}.retrain.json"),
+        "candidates_dir": str(REVIEW_DIR / f"{name}-candidates"),
+        **args.get("retrain", {}),
+    }
+    return AppConfig.from_args({**args, "review": review, "retrain": retrain})
+
+
 def deploy(serve, name: str, args: dict, options: dict | None = None) -> httpx.Client:
     """`options`: Serve options per deployment name, as serve_config.yaml's `deployments`."""
-    from deployments.config import AppConfig
     from serve_app import bind_graph
 
-    # Each graph its own review queue file, outside the checkout.
-    review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
-    config = AppConfig.from_args({**args, "review": review})
-    serve.run(bind_graph(config, graph_options(options)), name=name, route_prefix=f"/{name}")
+    serve.run(bind_graph(graph_config(name, args), graph_options(options)), name=name, route_prefix=f"/{name}")
     return httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/{name}", timeout=60)
 
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.harness import ADMIN_TOKEN, HTTP_PORT, fake_args, graph_options
+from tests.harness import ADMIN_TOKEN, HTTP_PORT, fake_args, graph_config, graph_options
 
 
 def _route(r: httpx.Response) -> str:
@@ -116,7 +116,6 @@ def test_batch_mixes_routes_and_refusals(app):
 def strict(ray_serve, default_model_dir):
     """Two ingress replicas, each with its own anti-spam filter (the shipped fused topology),
     sharing one rate limiter, with tight limits."""
-    from deployments.config import AppConfig
     from serve_app import bind_graph
 
     args = fake_args(
@@ -132,7 +131,9 @@ def strict(ray_serve, default_model_dir):
         },
     )
     options = {"Ingress": {"num_replicas": 2}}
-    ray_serve.run(bind_graph(AppConfig.from_args(args), graph_options(options)), name="strict", route_prefix="/strict")
+    ray_serve.run(
+        bind_graph(graph_config("strict", args), graph_options(options)), name="strict", route_prefix="/strict"
+    )
     client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/strict", timeout=60)
     yield client
     client.close()

@@ -4,10 +4,10 @@ time is skipped (the replica reads the raw text); one of another model refuses t
 
 import pytest
 
-from deployments.config import EDGE_OFF, AppConfig
+from deployments.config import EDGE_OFF
 from models.artifacts import tokenizer_hash
 from serve_app import bind_graph
-from tests.harness import ADMIN_TOKEN, deploy, fake_args, long_ticket
+from tests.harness import ADMIN_TOKEN, deploy, fake_args, graph_config, long_ticket
 
 
 def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
@@ -33,7 +33,9 @@ def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, 
     retry_once = {"Ingress": {"max_constructor_retry_count": 1}}
     try:
         with pytest.raises(RuntimeError, match="Ingress"):
-            ray_serve.run(bind_graph(AppConfig.from_args(args), retry_once), name="mismatch", route_prefix="/mismatch")
+            ray_serve.run(
+                bind_graph(graph_config("mismatch", args), retry_once), name="mismatch", route_prefix="/mismatch"
+            )
         # What `serve status` shows the operator:
         msg = ray_serve.status().applications["mismatch"].deployments["Ingress"].message
         assert "tokenizer mismatch" in msg

@@ -66,6 +66,7 @@ def run(time_delete: bool = True) -> dict:
             "antispam": LENIENT_ANTISPAM,
             "model": {"engine": {"mode": "fake", "model_dir": str(DEFAULT_OUT)}},
             "review": {"store_path": str(tmp / "review.sqlite3")},
+            "retrain": {"state_path": str(tmp / "retrain.json"), "candidates_dir": str(tmp / "candidates")},
             "admin": {"token": TOKEN},
         }
         serve.run(bind_graph(AppConfig.from_args(args)), name="haproxy", route_prefix="/")

@@ -171,6 +171,7 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
                 },
                 "model": {"engine": reliability_engine(str(DEFAULT_OUT))},
                 "review": {"store_path": str(tmp / "review.sqlite3")},
+                "retrain": {"state_path": str(tmp / "retrain.json"), "candidates_dir": str(tmp / "candidates")},
             },
         )
         serve.run(

@@ -6,9 +6,9 @@ import concurrent.futures as cf
 import httpx
 import pytest
 
-from deployments.config import EDGE_OFF, AppConfig
+from deployments.config import EDGE_OFF
 from serve_app import bind_graph
-from tests.harness import HTTP_PORT, fake_args, graph_options
+from tests.harness import HTTP_PORT, fake_args, graph_config, graph_options
 
 pytestmark = pytest.mark.reliability
 
@@ -52,7 +52,7 @@ def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_di
     sections["model"] = {**sections.get("model", {}), "engine": engine}
     name = f"tight-{case.replace('_', '-')}"
     ray_serve.run(
-        bind_graph(AppConfig.from_args(fake_args(default_model_dir, **sections)), graph_options(options)),
+        bind_graph(graph_config(name, fake_args(default_model_dir, **sections)), graph_options(options)),
         name=name,
         route_prefix=f"/{name}",
     )
