@@ -206,8 +206,8 @@ class ReviewStore:
                 "ON CONFLICT(name) DO UPDATE SET status = 'open', decided_at = NULL WHERE status = 'rejected'",
                 (name, description, now),
             )
-            accepted = self._db.execute("SELECT status FROM proposal WHERE name = ?", (name,)).fetchone()[0]
-            if accepted == "accepted":
+            status = self._db.execute("SELECT status FROM proposal WHERE name = ?", (name,)).fetchone()[0]
+            if status == "accepted":
                 self._db.execute(
                     "UPDATE review SET proposed_label = ?, resolved_label = ?, resolved_at = ? WHERE id = ?",
                     (name, name, now, item_id),
@@ -216,31 +216,28 @@ class ReviewStore:
                 self._db.execute("UPDATE review SET proposed_label = ? WHERE id = ?", (name, item_id))
         return _item(self._db.execute("SELECT * FROM review WHERE id = ?", (item_id,)).fetchone())
 
+    def _proposal(self, row: sqlite3.Row) -> Proposal:
+        name = row["name"]
+        filed = self._db.execute("SELECT COUNT(*) FROM review WHERE proposed_label = ?", (name,)).fetchone()[0]
+        examples = self._db.execute(
+            "SELECT text FROM review WHERE proposed_label = ? ORDER BY id LIMIT ?", (name, PROPOSAL_EXAMPLES)
+        )
+        return Proposal(
+            name,
+            row["description"],
+            row["status"],
+            row["created_at"],
+            row["decided_at"],
+            filed,
+            tuple(r["text"] for r in examples),
+        )
+
     def proposals(self, status: ProposalStatus | None = None) -> list[Proposal]:
         """Proposed labels, newest first, of one status or all."""
         rows = self._db.execute(
             "SELECT * FROM proposal WHERE ? IS NULL OR status = ? ORDER BY created_at DESC, name", (status, status)
         ).fetchall()
-        out = []
-        for row in rows:
-            texts = [
-                r["text"]
-                for r in self._db.execute(
-                    "SELECT text FROM review WHERE proposed_label = ? ORDER BY id", (row["name"],)
-                )
-            ]
-            out.append(
-                Proposal(
-                    row["name"],
-                    row["description"],
-                    row["status"],
-                    row["created_at"],
-                    row["decided_at"],
-                    len(texts),
-                    tuple(texts[:PROPOSAL_EXAMPLES]),
-                )
-            )
-        return out
+        return [self._proposal(row) for row in rows]
 
     def decide(self, name: str, accept: bool) -> Proposal | None:
         """Accepts `name` (its waiting items resolve to it) or rejects it (they reopen,
@@ -264,7 +261,7 @@ class ReviewStore:
                     "UPDATE review SET proposed_label = NULL WHERE proposed_label = ? AND resolved_label IS NULL",
                     (name,),
                 )
-        return next(p for p in self.proposals() if p.name == name)
+        return self._proposal(self._db.execute("SELECT * FROM proposal WHERE name = ?", (name,)).fetchone())
 
     def counts(self) -> dict[str, int]:
         """Open items (all, and of each kind), resolved ones, and those waiting under a
