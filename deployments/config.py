@@ -221,7 +221,9 @@ class RetrainConfig(Strict):
     reviewed_share: float = Field(
         0.2, gt=0, lt=1, description="share of resolved items never trained on: the candidate's reviewed set"
     )
-    replay_rows: int = Field(0, ge=0, description="bundled rows trained again beside the reviews; 0: all of them")
+    replay_rows: int = Field(
+        0, ge=0, description="rows the serving model was built from, trained again beside the reviews; 0: all of them"
+    )
     review_weight: int = Field(2, ge=1, description="times each resolved item counts in training")
     num_cpus: float = Field(1.0, gt=0, description="Ray CPUs the retrain task reserves (its own, not a replica's)")
     torch_threads: int = Field(1, ge=1, description="threads the retrain computes on: the rest stay the graph's")

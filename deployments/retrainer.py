@@ -1,5 +1,5 @@
 """Retrains from reviews on the Ray cluster: `POST /admin/retrain` builds a candidate
-model (models/retrain.py) from the bundled tickets plus every resolved review item,
+model (models/retrain.py) from the serving model's own rows plus every resolved review item,
 warm-started from the serving model, in a Ray task of its own: its own CPU reservation
 (`retrain.num_cpus`), a few threads at a lower priority (`torch_threads`, `niceness`), so
 the graph keeps its cores. The task shows in the Ray dashboard (Jobs → tasks, its

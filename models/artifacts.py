@@ -11,6 +11,11 @@ from pathlib import Path
 METADATA_FILE = "ticketserve.json"
 # Resolved review items a retrained candidate never trained on (models.retrain).
 REVIEWED_SET_FILE = "reviewed_set.csv"
+# The rows a model was built from (text, label, lang, style): what its retrains replay
+# beside the reviews, so a model of any taxonomy retrains on its own data. A candidate
+# keeps its source's rows; reviews stay in the review store, where erasure reaches them.
+TRAINING_DATA_FILE = "training_data.csv"
+LABELLED_COLUMNS = ("text", "label", "lang", "style")
 # The label of a ticket that fits none of the model's intents; always flagged for review.
 OUT_OF_SCOPE = "out_of_scope"
 RESERVED_TIER = "reserved"
@@ -32,6 +37,14 @@ def read_labelled_rows(path: str | Path) -> list[tuple[str, str, str]]:
     a candidate's reviewed set, a benchmark's stream or test set."""
     with open(path, encoding="utf-8-sig", newline="") as f:
         return [(r["text"], r["label"], r.get("lang") or "") for r in csv.DictReader(f)]
+
+
+def write_labelled_rows(path: str | Path, rows: list[dict[str, str]]) -> None:
+    """`rows` as a CSV of LABELLED_COLUMNS (what `models.build --data` reads)."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=LABELLED_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def tokenizer_hash(model_dir: str | Path) -> str:

@@ -51,9 +51,11 @@ from models.artifacts import (
     METADATA_FILE,
     OUT_OF_SCOPE,
     RESERVED_TIER,
+    TRAINING_DATA_FILE,
     ModelMetadata,
     answer_digest,
     tokenizer_hash,
+    write_labelled_rows,
 )
 from models.edge_classifier import train_edge_classifier
 from models.frozen import bottom_states, top_pooled
@@ -139,10 +141,25 @@ def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
     return {label: tiers.get(label, "regular") for label in labels}
 
 
-def held_back_texts(path: Path) -> frozenset[str]:
-    """Texts of `path` whose `style` column names a held-back style (none without one)."""
+def styles(path: Path, text_col: str = "text") -> dict[str, str]:
+    """text -> its `style` column (empty without one)."""
     with open(path, encoding="utf-8-sig", newline="") as f:
-        return frozenset(r["text"].strip() for r in csv.DictReader(f) if r.get("style") in HELD_BACK_STYLES)
+        return {r[text_col].strip(): r.get("style") or "" for r in csv.DictReader(f)}
+
+
+def held_back_texts(path: Path, text_col: str = "text") -> frozenset[str]:
+    """Texts of `path` whose `style` column names a held-back style (none without one)."""
+    return frozenset(t for t, style in styles(path, text_col).items() if style in HELD_BACK_STYLES)
+
+
+def write_training_data(data: Path, text_col: str, label_col: str, out: Path) -> None:
+    """The model directory's copy of the rows it was built from (TRAINING_DATA_FILE)."""
+    style = styles(data, text_col)
+    rows = read_rows_with_lang(data, text_col, label_col)
+    write_labelled_rows(
+        out / TRAINING_DATA_FILE,
+        [{"text": t, "label": lab, "lang": lang, "style": style.get(t, "")} for t, lab, lang in rows],
+    )
 
 
 def hashed_point(text: str, salt: bytes = b"") -> float:
@@ -644,10 +661,12 @@ def build(
         existing = ModelMetadata.load(out)
         if existing.fingerprint == fp:
             print(f"model {existing.version} already built in {out}; reusing it", file=sys.stderr)
+            if not (out / TRAINING_DATA_FILE).exists():  # built without it: the fingerprint says same data
+                write_training_data(data, text_col, label_col, out)
             return existing
     rows = read_rows_with_lang(data, text_col, label_col)
     labels = sorted({lab for _, lab, _ in rows})
-    held_back = held_back_texts(data)
+    held_back = held_back_texts(data, text_col)
     train_rows, val_rows = calibration_split(rows, held_back)
     mix = calibration_mix(val_rows, held_back)
     fit_rows = (
@@ -711,6 +730,7 @@ def build(
         },
     )
     meta.save(tmp)
+    write_training_data(data, text_col, label_col, tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     print(

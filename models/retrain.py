@@ -1,5 +1,5 @@
-"""Retrain from reviews: a candidate model from the bundled tickets plus every item people
-resolved in the review queue, warm-started from the model that serves now.
+"""Retrain from reviews: a candidate model from the rows the serving model was built from
+plus every item people resolved in the review queue, warm-started from that model.
 
     curl -H "Authorization: Bearer $TICKETSERVE_ADMIN_TOKEN" http://127.0.0.1:8000/admin/review/export > reviews.csv
     python -m models.retrain --reviews reviews.csv --from artifacts/models/default \
@@ -9,26 +9,38 @@ resolved in the review queue, warm-started from the model that serves now.
 A hashed `--reviewed-share` of the resolved items (by text, so an item keeps its side as
 the queue grows) is never trained on: it is the candidate's **reviewed set**
 (`reviewed_set.csv` in its directory), on which the canary controller compares candidate
-and stable. The rest train beside a replay of the bundled rows (all of them by default;
+and stable. The rest train beside a replay of the serving model's own rows
+(`training_data.csv` in its directory, whatever its taxonomy; all of them by default,
 `--replay-rows N` samples N): without them a warm start drifts toward the few labels
 people corrected. Each reviewed row counts `--review-weight` times. The candidate is a
 whole model directory as `models.build` writes it (calibrated again, its own version),
-with `retrain` in its metadata: the model it started from, the rows it learnt.
+with `retrain` in its metadata: the model it started from, the rows it learnt. It keeps
+the serving model's label tiers and taxonomy.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import random
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from models.artifacts import REVIEWED_SET_FILE, ModelMetadata, read_labelled_rows
-from models.build import BUNDLED_DATA, BUNDLED_INTENTS, TrainSettings, build, hashed_point
+import yaml
+
+from models.artifacts import (
+    REVIEWED_SET_FILE,
+    TRAINING_DATA_FILE,
+    ModelMetadata,
+    read_labelled_rows,
+    write_labelled_rows,
+)
+from models.build import TrainSettings, build, hashed_point
 
 Row = tuple[str, str, str]  # text, label, lang
 
@@ -37,7 +49,7 @@ Row = tuple[str, str, str]  # text, label, lang
 class RetrainSettings:
     epochs: int = 1
     reviewed_share: float = 0.2
-    replay_rows: int = 0  # bundled rows trained again; 0: all
+    replay_rows: int = 0  # the source model's rows trained again; 0: all
     review_weight: int = 2
     seed: int = 13
 
@@ -58,12 +70,12 @@ def split_reviews(rows: list[Row], share: float) -> tuple[list[Row], list[Row]]:
     return train, held
 
 
-def training_rows(bundled: list[dict[str, str]], reviews: list[Row], settings: RetrainSettings) -> list[dict[str, str]]:
-    """The bundled rows to replay (all, or a seeded sample) and each review row
+def training_rows(built: list[dict[str, str]], reviews: list[Row], settings: RetrainSettings) -> list[dict[str, str]]:
+    """The source model's rows to replay (all, or a seeded sample) and each review row
     `review_weight` times, as `models.build` reads them (text, label, lang, style)."""
-    replay = bundled
-    if settings.replay_rows and settings.replay_rows < len(bundled):
-        replay = random.Random(settings.seed).sample(bundled, settings.replay_rows)
+    replay = built
+    if settings.replay_rows and settings.replay_rows < len(built):
+        replay = random.Random(settings.seed).sample(built, settings.replay_rows)
     rows = [
         {"text": r["text"], "label": r["label"], "lang": r.get("lang", ""), "style": r.get("style", "")} for r in replay
     ]
@@ -71,14 +83,11 @@ def training_rows(bundled: list[dict[str, str]], reviews: list[Row], settings: R
     return rows + learn * settings.review_weight
 
 
-def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["text", "label", "lang", "style"])
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def read_bundled(path: Path = BUNDLED_DATA) -> list[dict[str, str]]:
+def read_training_data(model_dir: Path) -> list[dict[str, str]]:
+    """The rows `model_dir` was built from (models.build writes them beside the weights)."""
+    path = model_dir / TRAINING_DATA_FILE
+    if not path.exists():
+        raise SystemExit(f"{model_dir} has no {TRAINING_DATA_FILE} to replay; build it again with models.build")
     with open(path, encoding="utf-8-sig", newline="") as f:
         return list(csv.DictReader(f))
 
@@ -104,21 +113,27 @@ def retrain(
             "(POST /admin/labels/proposals/NAME/accept, or --new-label NAME=DESCRIPTION)"
         )
     learn, reviewed_set = split_reviews(reviews, settings.reviewed_share)
+    built = read_training_data(source)
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = out.with_name(out.name + ".data.csv")
-    write_rows(data, training_rows(read_bundled(), learn, settings))
     print(
         f"retraining {stable.version}: {len(learn)} reviewed rows to learn, {len(reviewed_set)} kept as the "
         f"reviewed set, {settings.epochs} epoch(s)",
         file=sys.stderr,
     )
     warm = replace(train, epochs=settings.epochs, seed=settings.seed)
-    meta = build(data, "text", "label", out, BUNDLED_INTENTS, warm, force=True, warm_start=source)
-    data.unlink()
-    write_rows(
+    with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
+        data, tiers = Path(scratch, "data.csv"), Path(scratch, "tiers.yaml")
+        write_labelled_rows(data, training_rows(built, learn, settings))
+        # The source's tiers; a label it lacks (an accepted new one) is "regular" (read_tiers).
+        tiers.write_text(yaml.safe_dump([{"name": n, "tier": t} for n, t in stable.tiers.items()]))
+        meta = build(data, "text", "label", out, tiers, warm, force=True, warm_start=source)
+    # What the candidate replays in its own retrains: its source's rows, not the reviews.
+    write_labelled_rows(out / TRAINING_DATA_FILE, built)
+    write_labelled_rows(
         out / REVIEWED_SET_FILE,
         [{"text": t, "label": lab, "lang": lang, "style": "review"} for t, lab, lang in reviewed_set],
     )
+    meta.taxonomy = copy.deepcopy(stable.taxonomy)
     learnt = {label for _, label, _ in learn}
     for name, description in new_labels.items():
         if name in learnt:

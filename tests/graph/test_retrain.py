@@ -76,7 +76,7 @@ def _wait(client, deadline_s: float = 300) -> dict:
     return state
 
 
-def test_a_retrain_builds_a_candidate_from_the_resolved_items(graph):
+def test_a_retrain_builds_a_candidate_from_the_resolved_items(graph, default_model_dir):
     assert graph.get("/admin/retrain", headers=ADMIN).json()["status"] == "idle"
     started = graph.post("/admin/retrain", headers=ADMIN)
     assert started.status_code == 202 and started.json()["status"] == "running", started.text
@@ -97,6 +97,11 @@ def test_a_retrain_builds_a_candidate_from_the_resolved_items(graph):
     assert meta["taxonomy"]["labels"][NEW_LABEL]["description"] == "buying, sending or redeeming gift cards"
     retrain = meta["extra"]["retrain"]
     assert retrain["from_version"] == stable and retrain["new_labels"] == [NEW_LABEL]
+    source = json.loads((Path(default_model_dir) / "ticketserve.json").read_text())
+    assert meta["tiers"] == {**source["tiers"], NEW_LABEL: "regular"}
+    # The rows it replayed are its source's, and so are the rows its own retrains will replay.
+    replayed = (Path(default_model_dir) / "training_data.csv").read_text(encoding="utf-8")
+    assert (candidate / "training_data.csv").read_text(encoding="utf-8") == replayed
     # 32 distinct resolved texts: some held out as the reviewed set, never trained on.
     with open(candidate / "reviewed_set.csv", encoding="utf-8") as f:
         reviewed = list(csv.DictReader(f))

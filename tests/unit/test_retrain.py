@@ -85,3 +85,54 @@ def test_a_warm_start_grows_the_head_by_the_accepted_labels_and_keeps_the_traine
     assert logits.shape == (1, 3)
     with pytest.raises(SystemExit, match="order_status"):
         grow_head(model, ["cancel_order", "gift_cards"])
+
+
+def test_a_model_of_another_taxonomy_retrains_on_its_own_rows_and_keeps_its_tiers(tmp_path):
+    """A model built from other data (a bank's three labels) replays the rows it was built
+    from, never the bundled e-commerce tickets: the candidate knows its labels only, keeps
+    their tiers, and carries its source's rows on, without the reviews."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from models.artifacts import TRAINING_DATA_FILE, ModelMetadata
+    from models.build import TrainSettings, base_model_dir, build, read_rows_with_lang
+    from models.retrain import retrain
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_dir())
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    phrases = {
+        "card_lost": "I lost my card number {i}",
+        "balance": "what is the balance of account {i}",
+        "out_of_scope": "tell me the weather on day {i}",
+    }
+    config.id2label = dict(enumerate(sorted(phrases)))
+    config.label2id = {label: i for i, label in config.id2label.items()}
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    bank = tmp_path / "bank.csv"
+    bank.write_text(
+        "text,category,lang\n" + "".join(f"{p.format(i=i)},{lab},en\n" for lab, p in phrases.items() for i in range(30))
+    )
+    tiers = tmp_path / "tiers.yaml"
+    tiers.write_text("- {name: balance, tier: simple}\n- {name: card_lost, tier: regular}\n")
+    tiny = TrainSettings(epochs=1, frozen_layers=0, precision="fp32", linear_probe=False)
+    source = tmp_path / "bank-model"
+    build(bank, "text", "category", source, tiers, tiny, warm_start=tmp_path / "tiny")
+    built = read_rows_with_lang(source / TRAINING_DATA_FILE, "text", "label")
+    assert len(built) == 90 and {lab for _, lab, _ in built} == set(phrases)
+
+    reviews = [(f"my card {i} was stolen yesterday", "card_lost", "en") for i in range(20)]
+    meta = retrain(reviews, source, tmp_path / "candidate", RetrainSettings(epochs=1), tiny)
+    assert meta.labels == sorted(phrases)
+    assert (
+        meta.tiers
+        == ModelMetadata.load(source).tiers
+        == {
+            "balance": "simple",
+            "card_lost": "regular",
+            "out_of_scope": "reserved",
+        }
+    )
+    assert read_rows_with_lang(tmp_path / "candidate" / TRAINING_DATA_FILE, "text", "label") == built
+    assert meta.extra["retrain"]["reviews_learnt"] > 10
