@@ -14,6 +14,20 @@ the `--poison-round`), starts a retrain, waits for the candidate's verdict (shad
 then live steps; test tickets keep the live checks fed) and measures the test set through
 the graph with the model then stable. `--bitext` splits ../shared/data/bitext_cs_8k (mapped
 onto shipped labels by loadkit.bitext) into stream and test by a hash of the text.
+
+A new taxonomy from little data (Banking77: 77 banking intents the bundled model lacks):
+
+    bash scripts/loop_serve.sh --banking77   # builds the seed model (10 rows per intent), serves it
+    python -m bench.loop --banking77 --rounds 3 --reviews-per-round 500 --audit-per-round 0 \
+        --fill-with-audits --tickets-per-round 2300 --out bench/results/loop_banking77.json
+    python -m bench.loop --banking77 --random-arm bench/results/loop_banking77.json  # graph not needed
+
+`--banking77` takes bench.quality's Banking77 split: its test part is the test set; of the
+rest, 10 rows per intent build the seed model, 120 are the canary's golden set
+(var/banking77/golden.csv) and the others stream; the templates (written for the bundled
+labels) are off. `--random-arm` then trains the same retrains from the seed on as many
+randomly chosen stream rows per round as people resolved, and scores both arms' models
+offline (the model's own forward pass) on the test set.
 """
 
 from __future__ import annotations
@@ -22,6 +36,7 @@ import argparse
 import asyncio
 import collections
 import copy
+import csv
 import json
 import os
 import random
@@ -33,9 +48,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from bench.quality import ask, flagged
+from bench.quality import ask, flagged, load_split, offline_answerer
 from loadkit.bitext import load_bitext
-from models.artifacts import read_labelled_rows
+from models.artifacts import read_labelled_rows, write_labelled_rows
 from models.build import hashed_point
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +101,7 @@ class RoundResult:
     retrain_s: float | None = None
     verdict: str | None = None
     reason: str | None = None
+    candidate_dir: str | None = None
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -99,17 +115,72 @@ def bitext_split(test_share: float = 0.25) -> tuple[list[Row], list[Row]]:
     return [r for r, h in zip(rows, held) if not h], [r for r, h in zip(rows, held) if h]
 
 
+BANKING77_DIR = ROOT / "var" / "banking77"
+BANKING77_SEED = ROOT / "artifacts" / "models" / "banking77-seed"
+SEED_ROWS_PER_LABEL = 10
+GOLDEN_ROWS = 120
+
+
+@dataclass(frozen=True)
+class Split:
+    seed: list[Row]
+    golden: list[Row]
+    stream: list[Row]
+    test: list[Row]
+
+
+def banking77_split() -> Split:
+    """bench.quality's Banking77 split: its test part tests; of the rest, SEED_ROWS_PER_LABEL
+    rows per intent seed the starting model, GOLDEN_ROWS are the golden set, the rest stream."""
+    train, test = load_split("banking77")
+    rng = random.Random(0)
+    by_label = collections.defaultdict(list)
+    for text, label in train:
+        by_label[label].append(text)
+    seed = [
+        Row(t, (label,), "en") for label in sorted(by_label) for t in rng.sample(by_label[label], SEED_ROWS_PER_LABEL)
+    ]
+    taken = {r.text for r in seed}
+    rest = [Row(t, (label,), "en") for t, label in train if t not in taken]
+    rng.shuffle(rest)
+    return Split(seed, rest[:GOLDEN_ROWS], rest[GOLDEN_ROWS:], [Row(t, (label,), "en") for t, label in test])
+
+
+def prepare_banking77() -> dict:
+    """Builds the seed model (reused while its rows are the same), writes the golden file
+    and points the stable and candidate aliases at the seed; the config overrides it needs."""
+    from models import registry
+    from models.build import TrainSettings, build
+
+    split = banking77_split()
+    BANKING77_DIR.mkdir(parents=True, exist_ok=True)
+    data = BANKING77_DIR / "seed.csv"
+    write_labelled_rows(data, [{"text": r.text, "label": r.accepted[0], "lang": r.lang} for r in split.seed])
+    build(data, "text", "label", BANKING77_SEED, None, TrainSettings())
+    golden_file = BANKING77_DIR / "golden.csv"
+    with open(golden_file, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "intent", "lang", "route", "case"])
+        writer.writerows([r.text, r.accepted[0], r.lang, "model", "typical"] for r in split.golden)
+    for alias in ("stable", "candidate"):
+        registry.point(registry.MODELS_DIR / alias, BANKING77_SEED)
+    return {
+        "edge": {"templates_enabled": False},
+        "rollout": {"golden_file": str(golden_file.relative_to(ROOT)), "golden_tickets": 0},
+    }
+
+
 # Ray CPUs per model side: with both sides on one node, the retrain task (retrain.num_cpus,
 # 1) needs one left of the node's (2 on the CPU default's machine) to be scheduled at all.
 SIDE_CPUS = 0.5
 
 
-def write_config(path: Path, base: Path = ROOT / "serve_config.yaml") -> None:
+def write_config(path: Path, base: Path = ROOT / "serve_config.yaml", extra: dict | None = None) -> None:
     from loadkit.graph_args import merged
 
     config = yaml.safe_load(base.read_text())
     app = config["applications"][0]
-    app["args"] = merged(app.get("args", {}), LOOP_OVERRIDES)
+    app["args"] = merged(merged(app.get("args", {}), LOOP_OVERRIDES), extra or {})
     sides = [d for d in app["deployments"] if d["name"] == "ModelReplica"]
     for side in sides:
         side["ray_actor_options"] = {**side.get("ray_actor_options", {}), "num_cpus": SIDE_CPUS}
@@ -208,10 +279,11 @@ class Loop:
 
 
 def run_round(loop: Loop, n: int, stream: list[Row], test: list[Row], a: argparse.Namespace, poison: bool):
-    tickets = stream[(n - 1) * a.tickets_per_round : n * a.tickets_per_round]
+    tickets = round_tickets(stream, n, a.tickets_per_round)
     truth, stream_flagged = loop.send(tickets, f"loop{os.getpid()}-{n}")
     reviewed = loop.resolve("review", truth, a.reviews_per_round, poison)
-    audited = loop.resolve("audit", truth, a.audit_per_round, poison)
+    audit_limit = max(a.audit_per_round, a.reviews_per_round - reviewed) if a.fill_with_audits else a.audit_per_round
+    audited = loop.resolve("audit", truth, audit_limit, poison)
     started = time.monotonic()
     run = loop.retrain(a.retrain_timeout_s)
     retrain_s = round(time.monotonic() - started, 1)
@@ -229,8 +301,38 @@ def run_round(loop: Loop, n: int, stream: list[Row], test: list[Row], a: argpars
         retrain_s,
         verdict,
         reason,
+        run["candidate_dir"],
     )
     return result, live + sum(v for k, v in measured["versions"].items() if k == run["candidate_version"])
+
+
+def round_tickets(stream: list[Row], n: int, per_round: int) -> list[Row]:
+    return stream[(n - 1) * per_round : n * per_round]
+
+
+def random_arm(result: dict, stream: list[Row], test: list[Row], per_round: int) -> dict:
+    """The same retrains from the seed, each round on as many stream rows as people
+    resolved in that round, drawn at random from the tickets the round sent; both arms'
+    models (the loop's: each round's serving model) scored offline on `test`."""
+    from models.retrain import retrain
+
+    rng, learnt = random.Random(2), []
+    source = BANKING77_SEED
+    arms: dict[str, list[dict]] = {"loop": [], "random": []}
+    for r in result["rounds"]:
+        n = r["round"]
+        if n:
+            resolved = r["reviewed"] + r["audited"]
+            learnt += rng.sample(round_tickets(stream, n, per_round), resolved)
+            out = BANKING77_DIR / "random" / f"round-{n}"
+            retrain([(row.text, row.accepted[0], row.lang) for row in learnt], source, out)
+            source = out
+        loop_model = BANKING77_SEED if not n or r["verdict"] != "promoted" else Path(r["candidate_dir"])
+        for arm, model_dir in (("loop", loop_model), ("random", source)):
+            measured = score(test, offline_answerer(model_dir)([row.text for row in test]))
+            arms[arm].append({"round": n, "rows_learnt": len(learnt), "model": str(model_dir), **measured})
+            print(f"round {n} {arm}: {measured['accuracy']:.3f} ({model_dir.name})", file=sys.stderr)
+    return arms
 
 
 def plot(result: dict, path: Path) -> None:
@@ -251,6 +353,12 @@ def plot(result: dict, path: Path) -> None:
     ):
         values = [1 - r["test_accuracy"] if key == "test_error" else r[key] for r in rounds]
         ax.plot(x, [100 * v for v in values], marker="o", label=name)
+    for arm, name in (
+        ("loop", "test error, offline: the loop's model"),
+        ("random", "test error, offline: random rows"),
+    ):
+        if offline := result.get("offline", {}).get(arm):
+            ax.plot(x, [100 * (1 - r["accuracy"]) for r in offline], marker="x", linestyle="--", label=name)
     ax.set_xticks(x)
     ax.set_xlabel("round (0: the starting model)")
     ax.set_ylabel("%")
@@ -268,11 +376,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--stream", type=Path)
     p.add_argument("--test", type=Path)
     p.add_argument("--bitext", action="store_true", help="stream and test from ../shared/data/bitext_cs_8k")
+    p.add_argument(
+        "--banking77", action="store_true", help="stream and test from ../shared/data/banking77, a seed model"
+    )
+    p.add_argument(
+        "--random-arm", type=Path, help="with --banking77: this run's JSON gains the random-rows arm, offline; exit"
+    )
     p.add_argument("--test-size", type=int, default=800, help="test tickets (a seeded sample of the test split)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reviews-per-round", type=int, default=300)
     p.add_argument("--audit-per-round", type=int, default=100)
     p.add_argument("--tickets-per-round", type=int, default=1000)
+    p.add_argument(
+        "--fill-with-audits",
+        action="store_true",
+        help="where fewer flagged items than --reviews-per-round are open, resolve audit items up to it",
+    )
     p.add_argument("--poison-round", type=int, default=None, help="that round's reviews are shuffled (N + 1: one more)")
     p.add_argument("--retrain-timeout-s", type=float, default=1200)
     p.add_argument("--verdict-timeout-s", type=float, default=900)
@@ -283,19 +402,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--plot", type=Path, help="the learning curve of this results JSON (next to it, .png), and exit")
     a = p.parse_args(argv)
     if a.write_config:
-        write_config(a.write_config)
+        write_config(a.write_config, extra=prepare_banking77() if a.banking77 else None)
         return
     if a.plot:
         plot(json.loads(a.plot.read_text()), a.plot.with_suffix(".png"))
         return
     if a.bitext:
         stream, test = bitext_split()
+    elif a.banking77:
+        split = banking77_split()
+        stream, test = split.stream, split.test
     elif a.stream and a.test:
         stream, test = read_rows(a.stream), read_rows(a.test)
     else:
         p.error("give --bitext, or --stream and --test")
     test = random.Random(0).sample(test, min(a.test_size, len(test)))
     random.Random(1).shuffle(stream)
+    if a.random_arm:
+        result = json.loads(a.random_arm.read_text())
+        result["offline"] = random_arm(result, stream, test, result["tickets_per_round"])
+        a.random_arm.write_text(json.dumps(result, indent=2))
+        plot(result, a.random_arm.with_suffix(".png"))
+        return
     labels = [x["name"] for x in httpx.get(f"{a.url}/v1/labels", timeout=30).json()["labels"]]
     loop = Loop(a.url, os.environ.get(a.token_env, ""), labels)
     start = loop.measure(test)
@@ -314,7 +442,12 @@ def main(argv: list[str] | None = None) -> None:
             poisoned = {"round": n, "verdict": result.verdict, "live_answers": live}
         if n <= a.rounds:
             rounds.append(result)
-    out = {"rounds": [asdict(r) for r in rounds], "poisoned": poisoned, "test_tickets": len(test)}
+    out = {
+        "rounds": [asdict(r) for r in rounds],
+        "poisoned": poisoned,
+        "test_tickets": len(test),
+        "tickets_per_round": a.tickets_per_round,
+    }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=2))
     plot(out, a.out.with_suffix(".png"))

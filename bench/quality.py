@@ -36,6 +36,7 @@ import random
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -336,11 +337,10 @@ def frozen_baseline(base: str = "e5-small") -> dict:
     }
 
 
-def offline(model_dir: Path) -> dict:
+def offline_answerer(model_dir: Path) -> Callable[[list[str]], list[dict]]:
     """A built model's own forward pass (the served probabilities, tests/integration checks
-    they agree) on the golden and out-of-scope sets and Bitext's tickets: the model route
-    alone, no graph, templates or edge tier; flags by its review threshold. Minutes where
-    the served judge takes a quarter of an hour: for comparing builds."""
+    they agree) as answers: the model route alone, no graph, templates or edge tier; flags
+    by its review threshold."""
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     from models.build import predict_logits
@@ -358,6 +358,7 @@ def offline(model_dir: Path) -> dict:
                 "label": meta.labels[int(p.argmax())],
                 "confidence": float(p.max()),
                 "route": "model",
+                "model_version": meta.version,
                 "needs_review": needs_review(
                     meta.labels[int(p.argmax())], float(p.max()), "model", None, meta.review_threshold
                 ),
@@ -365,6 +366,14 @@ def offline(model_dir: Path) -> dict:
             for p in probs
         ]
 
+    return answer
+
+
+def offline(model_dir: Path) -> dict:
+    """`offline_answerer` on the golden and out-of-scope sets and Bitext's tickets. Minutes
+    where the served judge takes a quarter of an hour: for comparing builds."""
+    meta = ModelMetadata.load(model_dir)
+    answer = offline_answerer(model_dir)
     items = golden.load()
     oos = {name: (len(rows), answer([t for t, _ in rows])) for name, rows in out_of_scope_sets().items()}
     result = {
