@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ray import serve
 from ray.serve import Application
 
@@ -21,6 +23,7 @@ from deployments import (
     tokenizer,
 )
 from deployments.config import AppConfig
+from deployments.graph_nodes import GraphNodes
 from deployments.in_process import InProcessEdge
 
 MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review, canary)
@@ -75,12 +78,12 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             config=config.model, breaker=shared_breaker, kv_manager=kv, kv_cache=config.kv_cache
         )
     )
-    optional = {"kv_cache_manager": kv} if kv is not None else {}
+    queue = retrain = None
     if config.review.enabled:
-        optional["review_queue"] = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config=config.review)
+        queue = deployment(review.ReviewQueue, review.DEFAULT_OPTIONS).bind(config=config.review)
         if config.retrain.enabled:
             publish = config.rollout.canary_model_dir if config.retrain.publish_to_canary else None
-            optional["retrainer"] = deployment(retrainer.Retrainer, retrainer.DEFAULT_OPTIONS).bind(
+            retrain = deployment(retrainer.Retrainer, retrainer.DEFAULT_OPTIONS).bind(
                 config=config.retrain, store_path=config.review.store_path, model_dir=model_dir, canary_link=publish
             )
     side = None
@@ -90,12 +93,19 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         side = deployment(model_replica.ModelReplica, {**model_replica.DEFAULT_OPTIONS, "name": CANARY_MODEL}).bind(
             config=config.model.model_copy(update={"engine": engine})
         )
-        optional["canary_model"] = side
     controller = deployment(canary.CanaryController, canary.DEFAULT_OPTIONS).bind(
         config=config.rollout, stable=front_name if colocated else model, canary=side, stable_model_dir=model_dir
     )
-    optional["canary_controller"] = controller
     limiter = deployment(rate_limiter.RateLimiter, rate_limiter.DEFAULT_OPTIONS).bind(config=config.antispam)
+    nodes = GraphNodes(
+        rate_limiter=limiter,
+        model=model,
+        kv_cache_manager=kv,
+        review_queue=queue,
+        retrainer=retrain,
+        canary_model=side,
+        canary_controller=controller,
+    )
     front_options = ingress.DEFAULT_OPTIONS
     if colocated:
         # Each ingress replica holds an engine: the model replica's reservation and health checks.
@@ -114,7 +124,6 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
             rollout=config.rollout,
             model=config.model if colocated else None,
         )
-        nodes = {"rate_limiter": limiter, **({"model": model} if model is not None else {}), **optional}
         return front.bind(
             config=config.ingress,
             first=None,
@@ -143,12 +152,5 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
     spam = deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(
         config=config.antispam, limiter=limiter, next_node=edge
     )
-    nodes = {
-        "antispam": spam,
-        "rate_limiter": limiter,
-        "edge_router": edge,
-        "tokenizer": tok,
-        "model": model,
-        **optional,
-    }
-    return front.bind(config=config.ingress, first=spam, nodes=nodes, model_dir=model_dir, review=config.review)
+    chain = replace(nodes, antispam=spam, edge_router=edge, tokenizer=tok)
+    return front.bind(config=config.ingress, first=spam, nodes=chain, model_dir=model_dir, review=config.review)

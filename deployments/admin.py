@@ -30,7 +30,9 @@ from deployments.api import (
     describe_validation_errors,
 )
 from deployments.canary import NoCanary
-from deployments.config import AdminConfig
+from deployments.config import AdminConfig, IngressConfig
+from deployments.graph_nodes import GraphNodes
+from policies.admission import AdaptiveConcurrency
 
 Role = Literal["admin", "reviewer"]
 # What the reviewer token may call; every other admin route is the admin token's alone.
@@ -104,17 +106,21 @@ def _documented(model: type[BaseModel]) -> dict:
 
 
 class AdminEndpoints:
-    """The /admin routes of Ingress (mixed into it): they read its `_nodes`, `_config`,
-    `_admission` and `_ongoing`."""
+    """The /admin routes of Ingress (mixed into it): they read the ingress's state below."""
+
+    _nodes: GraphNodes
+    _config: IngressConfig
+    _admission: AdaptiveConcurrency
+    _ongoing: int
 
     def _queue(self) -> DeploymentHandle:
-        queue = self._nodes.get("review_queue")
+        queue = self._nodes.review_queue
         if queue is None:
             raise ApiError(404, "not_found", "the review queue is off (review.enabled: false)")
         return queue
 
     def _controller(self) -> DeploymentHandle:
-        controller = self._nodes.get("canary_controller")
+        controller = self._nodes.canary_controller
         if controller is None:
             raise ApiError(404, "not_found", "this graph has no canary controller")
         return controller
@@ -126,19 +132,17 @@ class AdminEndpoints:
             raise ApiError(409, "no_canary", str(e)) from None
 
     async def _rollout_state(self) -> dict[str, Any] | None:
-        if "canary_controller" not in self._nodes:
+        if self._nodes.canary_controller is None:
             return None
         try:
-            return await asyncio.wait_for(
-                self._nodes["canary_controller"].state.remote(), self._config.health_timeout_s
-            )
+            return await asyncio.wait_for(self._nodes.canary_controller.state.remote(), self._config.health_timeout_s)
         except Exception as e:  # the rest of the state is still worth showing
             return {"error": type(e).__name__}
 
     async def admin_state(self) -> dict[str, Any]:
-        labels = await self._nodes["model"].labels.remote()
+        labels = await self._nodes.model.labels.remote()
         review = None
-        if "review_queue" in self._nodes:
+        if self._nodes.review_queue is not None:
             review = {**await self._queue().counts.remote(), "audit": asdict(await self._queue().audit.remote())}
         return {
             "model_version": labels["model_version"],
@@ -148,12 +152,12 @@ class AdminEndpoints:
             "rollout": await self._rollout_state(),
             # One edge router's counts (fused: this ingress replica's own): cache, the model
             # path's retries, give-ups and hedged calls.
-            "edge": await self._nodes["edge_router"].stats.remote(),
+            "edge": await self._nodes.edge_router.stats.remote(),
             # One anti-spam filter's adaptive thresholds and one tokenizer's counts (fused:
             # this replica's own).
-            "antispam": {"thresholds": await self._nodes["antispam"].thresholds.remote()},
-            "tokenizer": await self._nodes["tokenizer"].stats.remote(),
-            "nodes": sorted(self._nodes),
+            "antispam": {"thresholds": await self._nodes.antispam.thresholds.remote()},
+            "tokenizer": await self._nodes.tokenizer.stats.remote(),
+            "nodes": sorted(self._nodes.named()),
         }
 
     async def admin_rollout_split(self, body: SplitRequest = Depends(json_body(SplitRequest))) -> dict[str, Any]:
@@ -171,7 +175,7 @@ class AdminEndpoints:
         return await self._rollout("rollback", body.reason)
 
     def _retrainer(self) -> DeploymentHandle:
-        retrainer = self._nodes.get("retrainer")
+        retrainer = self._nodes.retrainer
         if retrainer is None:
             raise ApiError(404, "not_found", "retraining is off (retrain.enabled: false, or review.enabled: false)")
         return retrainer
@@ -219,7 +223,7 @@ class AdminEndpoints:
         return {"role": request.state.role}
 
     async def _served_labels(self) -> list[str]:
-        labels = await self._nodes["model"].labels.remote()
+        labels = await self._nodes.model.labels.remote()
         return [entry["name"] for entry in labels["labels"]]
 
     async def admin_review_resolve(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ray.serve.handle import DeploymentHandle
@@ -29,6 +29,7 @@ from deployments.config import (
     TokenizerConfig,
 )
 from deployments.edge_router import EdgeRouter
+from deployments.graph_nodes import GraphNodes
 from deployments.model_replica import ModelReplica
 from deployments.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
@@ -72,16 +73,19 @@ async def construct(cls: type, *args, **kwargs) -> Any:
 class ColocatedModel:
     """Ingress methods for `topology: colocated` (mixed into it; they read its `_nodes`)."""
 
+    _nodes: GraphNodes
+
     @property
     def _own_model(self) -> LocalHandle | None:
-        """Its own model replica object (colocated); None where "model" is a deployment."""
-        model = getattr(self, "_nodes", {}).get("model")
+        """Its own model replica object (colocated); None where the model is a deployment."""
+        nodes = getattr(self, "_nodes", None)  # __del__ of an ingress whose __init__ failed
+        model = nodes.model if nodes is not None else None
         return model if isinstance(model, LocalHandle) else None
 
     async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> ModelAnswer:
         """The stable model's answer: the canary controller's golden runs ask it here, as
         colocated has no model deployment to ask."""
-        return await self._nodes["model"].predict.remote(prompt, request_id, tenant)
+        return await self._nodes.model.predict.remote(prompt, request_id, tenant)
 
     async def check_health(self) -> None:
         # Colocated, an engine that cannot answer fails its ingress replica, which Serve
@@ -111,31 +115,34 @@ class InProcessEdge:
     # Colocated: the stable model's replica, built here instead of reached in `nodes`.
     model: ModelReplicaConfig | None = None
 
-    async def build(self, nodes: dict[str, DeploymentHandle], breaker: DeploymentHandle) -> dict[str, LocalHandle]:
-        """antispam -> edge_router -> tokenizer, as handles, on `nodes`' rate limiter, model
-        sides and canary controller; "antispam" takes every ticket. Colocated, "model" is
-        this process's own replica object."""
+    async def build(self, nodes: GraphNodes, breaker: DeploymentHandle) -> GraphNodes:
+        """`nodes` with antispam -> edge_router -> tokenizer as handles to objects of this
+        process, on `nodes`' rate limiter, model sides and canary controller; antispam
+        takes every ticket. Colocated, the model is this process's own replica object."""
         if self.model is not None:
-            model = LocalHandle(await construct(ModelReplica, self.model, breaker))
+            model = LocalHandle(await construct(ModelReplica, config=self.model, breaker=breaker))
         else:
-            model = nodes["model"]
-        tokenizer = LocalHandle(await construct(Tokenizer, self.tokenizer, model, self.model_dir))
+            model = nodes.model
+        tokenizer = LocalHandle(
+            await construct(Tokenizer, config=self.tokenizer, model=model, model_dir=self.model_dir)
+        )
         edge = LocalHandle(
             await construct(
                 EdgeRouter,
-                self.edge,
-                tokenizer,
-                model,
-                self.model_dir,
-                breaker,
-                self.breaker,
-                self.retry,
-                nodes.get("canary_controller"),
-                nodes.get("canary_model"),
-                self.rollout,
+                config=self.edge,
+                tokenizer=tokenizer,
+                model=model,
+                model_dir=self.model_dir,
+                breaker=breaker,
+                breaker_config=self.breaker,
+                retry=self.retry,
+                controller=nodes.canary_controller,
+                canary=nodes.canary_model,
+                rollout=self.rollout,
                 micro_batch=self.micro_batch,
             )
         )
-        antispam = LocalHandle(await construct(AntiSpam, self.antispam, nodes["rate_limiter"], edge))
-        stages = {"antispam": antispam, "edge_router": edge, "tokenizer": tokenizer}
-        return {**stages, "model": model} if self.model is not None else stages
+        antispam = LocalHandle(
+            await construct(AntiSpam, config=self.antispam, limiter=nodes.rate_limiter, next_node=edge)
+        )
+        return replace(nodes, antispam=antispam, edge_router=edge, tokenizer=tokenizer, model=model)

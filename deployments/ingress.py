@@ -30,6 +30,7 @@ from deployments.api import (
     normalize_text,
 )
 from deployments.config import IngressConfig, ReviewConfig
+from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import ColocatedModel, InProcessEdge
 from deployments.review import ItemKind
@@ -44,7 +45,6 @@ logger = logging.getLogger("ray.serve")
 # Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
 # are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
 # stable side (canary controller, canary model).
-OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controller", "canary_model", "retrainer"})
 
 DEFAULT_OPTIONS = {
     "name": "Ingress",
@@ -68,7 +68,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         self,
         config: IngressConfig,
         first: DeploymentHandle | None,
-        nodes: dict[str, DeploymentHandle],
+        nodes: GraphNodes,
         model_dir: str,
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
@@ -76,12 +76,12 @@ class Ingress(AdminEndpoints, ColocatedModel):
         rng: random.Random | None = None,
     ):
         """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
-        (and "model" for /v1/labels); `model_dir` holds the model it answers for. With
+        (and the model for /v1/labels); `model_dir` holds the model it answers for. With
         `in_process` (topology fused) the edge stages are built here instead, on `nodes`'
         rate limiter and model and on `breaker` (colocated: the model too, ColocatedModel)."""
         if in_process is not None:
-            local = await in_process.build(nodes, breaker)
-            first, nodes = local["antispam"], {**local, **nodes}
+            nodes = await in_process.build(nodes, breaker)
+            first = nodes.antispam
         self._config = config
         self._first = first
         self._nodes = nodes
@@ -141,7 +141,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         return JSONResponse({"results": results}, headers={"Retry-After": str(max(waits))} if waits else None)
 
     async def labels(self) -> dict[str, Any]:
-        return await self._nodes["model"].labels.remote()
+        return await self._nodes.model.labels.remote()
 
     async def healthz(self) -> JSONResponse:
         async def probe(handle: DeploymentHandle) -> str:
@@ -151,8 +151,9 @@ class Ingress(AdminEndpoints, ColocatedModel):
             except Exception as e:  # any failure of a node makes the graph unhealthy
                 return f"{type(e).__name__}"
 
-        names = list(self._nodes)
-        states = await asyncio.gather(*(probe(self._nodes[name]) for name in names))
+        named = self._nodes.named()
+        names = list(named)
+        states = await asyncio.gather(*(probe(named[name]) for name in names))
         nodes = {"ingress": "ok", **dict(zip(names, states))}
         failed = [k for k, v in nodes.items() if v != "ok"]
         if not failed:
@@ -274,7 +275,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
     async def _record(
         self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str, kind: ItemKind
     ) -> None:
-        queue = self._nodes.get("review_queue")
+        queue = self._nodes.review_queue
         if queue is None:
             return
         item = {
