@@ -4,6 +4,7 @@ serves what serve_config.gpu.yaml does, on the image the Dockerfile builds."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -84,6 +85,9 @@ def bound_deployments(app: Application) -> set[str]:
         elif isinstance(value, list | tuple):
             for item in value:
                 walk(item)
+        elif dataclasses.is_dataclass(value):  # GraphNodes
+            for field in dataclasses.fields(value):
+                walk(getattr(value, field.name))
 
     walk(app)
     return names
