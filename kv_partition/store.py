@@ -46,25 +46,6 @@ class EvictionPolicy(Protocol):
         ...
 
 
-class FifoPolicy:
-    """Oldest insert first; hits change nothing."""
-
-    def __init__(self):
-        self._order: OrderedDict[bytes, None] = OrderedDict()
-
-    def on_put(self, key: bytes, now: float) -> None:
-        self._order[key] = None
-
-    def on_hit(self, key: bytes, now: float) -> None:
-        pass
-
-    def on_remove(self, key: bytes) -> None:
-        self._order.pop(key, None)
-
-    def candidates(self, now: float) -> Iterator[bytes]:
-        return iter(list(self._order))
-
-
 class LruPolicy:
     """Least recently put or hit first."""
 

@@ -1,7 +1,7 @@
 """When to reclaim memory on a model replica, and how hard.
 
-Triggers: consecutive failed engine calls, out-of-memory, KV fragmentation where the
-engine can measure it, and the share of requests that took longer than a timeout.
+Triggers: consecutive failed engine calls, out-of-memory, and the share of requests that
+took longer than a timeout.
 Each firing takes the next rung of a ladder (shrink the batch, free caches, restart
 the engine); the ladder starts again after a calm spell.
 """
@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ReclaimAction = Literal["shrink_batch", "free_caches", "restart_engine"]
+ReclaimTrigger = Literal["failed_in_row", "out_of_memory", "timeout_rate"]
 LADDER: tuple[ReclaimAction, ...] = ("shrink_batch", "free_caches", "restart_engine")
 
 
@@ -23,7 +24,6 @@ class ReclaimConfig(BaseModel):
 
     enabled: bool = Field(True, description="off: triggers are only counted, nothing is reclaimed")
     failed_in_row: int = Field(3, ge=1, description="this many failed engine calls in a row trigger")
-    fragmentation_percent: float = Field(25.0, gt=0, le=100, description="KV fragmentation above this triggers")
     timeout_ms: float = Field(10_000.0, gt=0, description="an engine call slower than this counts as timed out")
     timeout_rate_percent: float = Field(10.0, gt=0, le=100, description="timed-out share of the window that triggers")
     window_calls: int = Field(200, ge=1, description="calls the timeout rate is computed over")
@@ -35,7 +35,7 @@ class ReclaimConfig(BaseModel):
 @dataclass(frozen=True)
 class ReclaimDecision:
     action: ReclaimAction
-    trigger: str  # failed_in_row, out_of_memory, fragmentation, timeout_rate
+    trigger: ReclaimTrigger
 
 
 class ReclaimMonitor:
@@ -43,7 +43,6 @@ class ReclaimMonitor:
         self._config = config
         self._failed_in_row = 0
         self._out_of_memory = False
-        self._fragmentation: float | None = None
         self._timed_out: deque[bool] = deque(maxlen=config.window_calls)
         self._rung = 0
         self._last_fired: float | None = None
@@ -52,9 +51,6 @@ class ReclaimMonitor:
         self._failed_in_row = self._failed_in_row + 1 if failed else 0
         self._out_of_memory |= out_of_memory
         self._timed_out.append(duration_ms > self._config.timeout_ms)
-
-    def observe_fragmentation(self, percent: float | None) -> None:
-        self._fragmentation = percent
 
     def decide(self, now: float) -> ReclaimDecision | None:
         c = self._config
@@ -73,14 +69,12 @@ class ReclaimMonitor:
         self._timed_out.clear()
         return ReclaimDecision(action, trigger)
 
-    def _trigger(self) -> str | None:
+    def _trigger(self) -> ReclaimTrigger | None:
         c = self._config
         if self._out_of_memory:
             return "out_of_memory"
         if self._failed_in_row >= c.failed_in_row:
             return "failed_in_row"
-        if self._fragmentation is not None and self._fragmentation > c.fragmentation_percent:
-            return "fragmentation"
         n = len(self._timed_out)
         if n >= c.min_calls and 100.0 * sum(self._timed_out) / n > c.timeout_rate_percent:
             return "timeout_rate"

@@ -278,14 +278,13 @@ def test_reclaim_success_breaks_the_row_and_calm_restarts_ladder():
     assert m.decide(now=100).action == "shrink_batch"  # 70 s calm: from the first rung
 
 
-def test_reclaim_out_of_memory_fragmentation_and_timeouts():
+def test_reclaim_out_of_memory_and_timeouts():
     m = ReclaimMonitor(ReclaimConfig(min_interval_s=5, min_calls=10, timeout_ms=1000))
     m.record(True, True, 10)
     assert m.decide(now=0).trigger == "out_of_memory"
-    m.observe_fragmentation(30)
+    m.record(True, True, 10)
     assert m.decide(now=1) is None  # min_interval_s
-    assert m.decide(now=6).trigger == "fragmentation"
-    m.observe_fragmentation(None)  # not measurable (CPU pooling): never fires
+    assert m.decide(now=6).trigger == "out_of_memory"
     for i in range(10):
         m.record(False, False, 2000 if i < 2 else 10)  # 20 % timed out
     assert m.decide(now=12).trigger == "timeout_rate"

@@ -7,14 +7,13 @@ from hypothesis import strategies as st
 
 from kv_partition.store import (
     BlockStore,
-    FifoPolicy,
     LruPolicy,
     LruTtlPolicy,
     RangeStore,
     block_hashes,
 )
 
-POLICIES = {"fifo": FifoPolicy, "lru": LruPolicy, "lru_ttl": lambda: LruTtlPolicy(ttl_s=100)}
+POLICIES = {"lru": LruPolicy, "lru_ttl": lambda: LruTtlPolicy(ttl_s=100)}
 
 
 def keys(n: int) -> list[bytes]:
@@ -51,16 +50,15 @@ def test_policy_contract(name):
     assert b"missing" * 4 not in list(policy.candidates(12.0))
 
 
-def test_exact_eviction_order_lru_vs_fifo():
+def test_exact_eviction_order_lru():
     k = keys(4)
-    for policy, expected in ((LruPolicy(), {k[0], k[2], k[3]}), (FifoPolicy(), {k[1], k[2], k[3]})):
-        s = store(3, policy)
-        s.put([k[0]], now=0)
-        s.put([k[1]], now=1)
-        s.put([k[2]], now=2)
-        s.lookup([k[0]], now=3)  # LRU: k0 is now the most recent; FIFO: still the oldest
-        s.put([k[3]], now=4)
-        assert held(s) == expected
+    s = store(3, LruPolicy())
+    s.put([k[0]], now=0)
+    s.put([k[1]], now=1)
+    s.put([k[2]], now=2)
+    s.lookup([k[0]], now=3)  # k0 is now the most recent: k1 goes
+    s.put([k[3]], now=4)
+    assert held(s) == {k[0], k[2], k[3]}
 
 
 def test_ttl_expires_unused_blocks_and_they_go_first():
