@@ -5,7 +5,8 @@ The split hashes the ticket id, so one ticket always lands on the same side and 
 the weight only moves tickets from stable to canary. A colouring header overrides it;
 in shadow mode stable answers and the canary's answers are only recorded. The judge
 compares the canary with stable on live traffic (answer agreement on shadowed or
-compared tickets, P99, error rate), on the golden set (accuracy) and, for a candidate
+compared tickets, relaxed for a candidate better on its reviewed set: `agreement_floor`;
+P99, error rate), on the golden set (accuracy) and, for a candidate
 retrained from reviews, on its reviewed set (accuracy on resolved items it never trained
 on: it must be better there to be promoted); any threshold broken rolls back to 0 % at
 once, all of them held for `hold_s` promote by `step_percent`.
@@ -93,14 +94,30 @@ class Decision:
     reason: str
 
 
+def agreement_floor(c: CanaryConfig, s: CanaryStats) -> float:
+    """`min_agreement`, except for a candidate better on its reviewed set: it was trained
+    to change stable's wrong answers, and two models as accurate as the golden set says
+    may disagree on up to (1 - stable's accuracy) + (1 - its own) of tickets. A model that
+    learns a new taxonomy fast (a few rows per label, then reviews) corrects far more than
+    a tenth of stable's answers."""
+    golden_s, golden_c = s.golden_stable_accuracy, s.golden_canary_accuracy
+    reviewed_s, reviewed_c = s.reviewed_stable_accuracy, s.reviewed_canary_accuracy
+    if golden_s is None or golden_c is None or reviewed_s is None or reviewed_c is None:
+        return c.min_agreement
+    if reviewed_c - reviewed_s < max(min(c.min_reviewed_gain, 1.0 - reviewed_s), 1e-9):
+        return c.min_agreement
+    return min(c.min_agreement, golden_s + golden_c - 1.0)
+
+
 def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since: float, now: float) -> Decision:
     """`canary_percent` is the current share, set at `since`. Broken thresholds are read
     first (a rollback cannot wait for the hold time); a promotion needs every check to
     have had its samples."""
     c, s = config, stats
     broken = []
-    if s.compared >= c.min_compared and s.agreed / s.compared < c.min_agreement:
-        broken.append(f"agreement {s.agreed / s.compared:.3f} < {c.min_agreement}")
+    floor = agreement_floor(c, s)
+    if s.compared >= c.min_compared and s.agreed / s.compared < floor:
+        broken.append(f"agreement {s.agreed / s.compared:.3f} < {floor:.3f}")
     golden = s.golden_canary_accuracy is not None and s.golden_stable_accuracy is not None
     if golden and s.golden_stable_accuracy - s.golden_canary_accuracy > c.max_golden_drop:
         broken.append(

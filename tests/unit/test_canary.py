@@ -121,3 +121,21 @@ def test_a_candidate_not_better_for_max_unproven_s_is_rolled_back():
     better = stats(reviewed_canary_accuracy=0.70, reviewed_stable_accuracy=0.60)
     assert judge(config, better, 15, since=0, now=5000).action == "promote"
     assert judge(CONFIG, no_better, 15, since=0, now=10**6).action == "hold"
+
+
+@pytest.mark.parametrize(
+    "agreed, reviewed, action",
+    [
+        (150, (0.80, 0.60), "promote"),  # better on its reviewed set: may disagree up to 1 - 0.15 - 0.16
+        (130, (0.80, 0.60), "rollback"),  # 0.65: more than both sides' golden errors explain
+        (150, (0.60, 0.60), "rollback"),  # no better where people corrected: the 0.9 floor holds
+        (150, None, "rollback"),  # no reviewed set: the 0.9 floor holds
+    ],
+)
+def test_a_candidate_better_on_its_reviewed_set_may_disagree_as_golden_errors_allow(agreed, reviewed, action):
+    canary, stable = reviewed or (None, None)
+    s = stats(agreed=agreed, reviewed_canary_accuracy=canary, reviewed_stable_accuracy=stable)
+    d = judge(CONFIG, s, 15, since=0, now=1000)
+    assert d.action == action, d
+    if action == "rollback":
+        assert "agreement" in d.reason
