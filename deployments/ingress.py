@@ -33,7 +33,7 @@ from deployments.config import IngressConfig, ReviewConfig
 from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import ColocatedModel, InProcessEdge
-from deployments.review import ItemKind
+from deployments.review_store import ItemKind
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
 from policies.audit import should_audit

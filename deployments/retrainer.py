@@ -27,7 +27,7 @@ import ray
 
 from deployments.api import Refusal
 from deployments.config import RetrainConfig
-from deployments.review import ReviewStore, utc_now
+from deployments.review_store import ReviewStore, utc_now
 from models import registry
 
 DEFAULT_OPTIONS = {

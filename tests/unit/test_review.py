@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from deployments.config import AdminConfig
-from deployments.review import ReviewStore
+from deployments.review_store import ReviewStore
 
 
 def item(i: int, **kw) -> dict:
