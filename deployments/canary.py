@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ray.serve.metrics import Counter
 
 from deployments.config import RolloutConfig
 from deployments.held_gauge import HeldGauge
+from deployments.state_file import load_json, save_json
 from models import registry
 from models.artifacts import REVIEWED_SET_FILE, read_labelled_rows
 from models.golden import GoldenItem, load
@@ -356,21 +356,10 @@ class CanaryController:
             raise NoCanary("no canary model is deployed (rollout.canary_model_dir is null)")
 
     def _save(self) -> None:
-        path = Path(self._config.state_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._rollout.saved(), indent=1))
-        tmp.replace(path)
+        save_json(self._config.state_path, self._rollout.saved())
 
     def _load(self) -> dict[str, Any] | None:
-        path = Path(self._config.state_path)
-        try:
-            return json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            logger.warning("canary state %s unreadable, starting over: %s", path, e)
-            return None
+        return load_json(self._config.state_path)
 
 
 class NoCanary(Exception):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import ray
 from deployments.api import Refusal
 from deployments.config import RetrainConfig
 from deployments.review_store import ReviewStore, utc_now
+from deployments.state_file import load_json, save_json
 from models import registry
 
 DEFAULT_OPTIONS = {
@@ -121,9 +121,7 @@ class Retrainer:
         self._watch: asyncio.Task | None = None
 
     def _load(self) -> list[RetrainRun]:
-        if not self._state_path.exists():
-            return []
-        runs = [RetrainRun(**r) for r in json.loads(self._state_path.read_text())]
+        runs = [RetrainRun(**r) for r in load_json(self._state_path) or []]
         # A run this replica did not start ended with the replica that did.
         return [
             replace(r, status="failed", message="interrupted: the graph restarted during the retrain")
@@ -133,10 +131,7 @@ class Retrainer:
         ]
 
     def _save(self) -> None:
-        self._state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([asdict(r) for r in self._runs[-HISTORY:]], indent=1))
-        tmp.replace(self._state_path)
+        save_json(self._state_path, [asdict(r) for r in self._runs[-HISTORY:]])
 
     def _current(self) -> RetrainRun | None:
         return self._runs[-1] if self._runs else None
