@@ -313,21 +313,22 @@ def round_tickets(stream: list[Row], n: int, per_round: int) -> list[Row]:
 def random_arm(result: dict, stream: list[Row], test: list[Row], per_round: int) -> dict:
     """The same retrains from the seed, each round on as many stream rows as people
     resolved in that round, drawn at random from the tickets the round sent; both arms'
-    models (the loop's: each round's serving model) scored offline on `test`."""
+    models (the loop's: the stable one after each round) scored offline on `test`."""
     from models.retrain import retrain
 
     rng, learnt = random.Random(2), []
-    source = BANKING77_SEED
+    source = loop_model = BANKING77_SEED
     arms: dict[str, list[dict]] = {"loop": [], "random": []}
     for r in result["rounds"]:
         n = r["round"]
+        if r["verdict"] == "promoted":
+            loop_model = Path(r["candidate_dir"])
         if n:
             resolved = r["reviewed"] + r["audited"]
             learnt += rng.sample(round_tickets(stream, n, per_round), resolved)
             out = BANKING77_DIR / "random" / f"round-{n}"
             retrain([(row.text, row.accepted[0], row.lang) for row in learnt], source, out)
             source = out
-        loop_model = BANKING77_SEED if not n or r["verdict"] != "promoted" else Path(r["candidate_dir"])
         for arm, model_dir in (("loop", loop_model), ("random", source)):
             measured = score(test, offline_answerer(model_dir)([row.text for row in test]))
             arms[arm].append({"round": n, "rows_learnt": len(learnt), "model": str(model_dir), **measured})

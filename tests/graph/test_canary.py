@@ -25,7 +25,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CANARY = {"x-traffic-color": "canary"}
 # Small samples and short holds so a rollout finishes in a test; P99 is left loose: both
 # sides share two cores with the test itself.
-POLICY = {"min_compared": 20, "min_canary_answers": 5, "hold_s": 1, "max_p99_ratio": 10}
+POLICY = {"min_compared": 20, "min_canary_answers": 5, "min_p99_answers": 5, "hold_s": 1, "max_p99_ratio": 10}
 TEXTS = [
     "my parcel arrived broken and the box was crushed",
     "I want my money back for the shoes I returned",

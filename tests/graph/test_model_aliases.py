@@ -19,6 +19,7 @@ from tests.harness import running
 POLICY = {
     "min_compared": 20,
     "min_canary_answers": 5,
+    "min_p99_answers": 5,
     "hold_s": 1,
     "max_p99_ratio": 10,
     "start_percent": 50,

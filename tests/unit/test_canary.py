@@ -139,3 +139,12 @@ def test_a_candidate_better_on_its_reviewed_set_may_disagree_as_golden_errors_al
     assert d.action == action, d
     if action == "rollback":
         assert "agreement" in d.reason
+
+
+def test_a_p99_of_fewer_than_min_p99_answers_neither_rolls_back_nor_promotes():
+    """Over 60 answers a P99 is about the slowest one: no verdict on it, either way."""
+    slow_once = stats(canary_answers=60, canary_p99_ms=400)
+    d = judge(CONFIG, slow_once, 15, since=0, now=1000)
+    assert (d.action, d.reason) == ("hold", "waiting for samples")
+    assert judge(CONFIG, stats(canary_answers=60), 15, since=0, now=1000).reason == "waiting for samples"
+    assert judge(CONFIG, stats(canary_answers=100, canary_p99_ms=400), 15, since=0, now=1000).action == "rollback"

@@ -24,7 +24,14 @@ GOLDEN = [
     ("refund me please", "refund_request"),
     ("cancel it now", "cancel_order"),
 ]
-POLICY = {"min_compared": 4, "min_canary_answers": 3, "hold_s": 10, "step_percent": 10, "start_percent": 5}
+POLICY = {
+    "min_compared": 4,
+    "min_canary_answers": 3,
+    "min_p99_answers": 3,
+    "hold_s": 10,
+    "step_percent": 10,
+    "start_percent": 5,
+}
 
 
 class Model:
