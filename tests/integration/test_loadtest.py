@@ -64,14 +64,15 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, bat
 
 
 def engine_threads(title: str, timeout_s: float = 10) -> list[str | None]:
-    """OMP_NUM_THREADS of each vLLM engine-core process under the replica titled `title`.
-    Once (CI, 2026-12-04) the replica showed no engine-core child right after a run it had
-    answered; the process table is read again for a while, and a failure lists it."""
+    """OMP_NUM_THREADS of each vLLM engine-core process under the replica titled `title`:
+    the child vLLM spawns, known by its title (VLLM::EngineCore) or, where its command line
+    still reads as multiprocessing's spawn (seen twice, after runs it had answered), by that.
+    The process table is read again for a while, and a failure lists it."""
     deadline = time.monotonic() + timeout_s
     while True:
         replicas = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
         below = [(c, " ".join(c.cmdline())) for r in replicas for c in r.children(recursive=True)]
-        engines = [c for c, cmdline in below if "EngineCore" in cmdline]
+        engines = [c for c, cmdline in below if "EngineCore" in cmdline or "multiprocessing.spawn" in cmdline]
         if len(replicas) == 1 and engines or time.monotonic() > deadline:
             break
         time.sleep(0.5)
