@@ -126,10 +126,12 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
     have had its samples."""
     c, s = config, stats
     broken = []
-    floor = agreement_floor(c, s)
-    if s.compared >= c.min_compared and s.agreed / s.compared < floor:
-        broken.append(f"agreement {s.agreed / s.compared:.3f} < {floor:.3f}")
     golden = s.golden_canary_accuracy is not None and s.golden_stable_accuracy is not None
+    # Agreement waits for the golden run, which brings the reviewed set's too: live
+    # comparisons alone reach min_compared first, and would be held to the fixed floor.
+    floor = agreement_floor(c, s)
+    if golden and s.compared >= c.min_compared and s.agreed / s.compared < floor:
+        broken.append(f"agreement {s.agreed / s.compared:.3f} < {floor:.3f}")
     if golden and s.golden_stable_accuracy - s.golden_canary_accuracy > c.max_golden_drop:
         broken.append(
             f"golden accuracy {s.golden_canary_accuracy:.3f} vs stable {s.golden_stable_accuracy:.3f} "

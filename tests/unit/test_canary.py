@@ -148,3 +148,12 @@ def test_a_p99_of_fewer_than_min_p99_answers_neither_rolls_back_nor_promotes():
     assert (d.action, d.reason) == ("hold", "waiting for samples")
     assert judge(CONFIG, stats(canary_answers=60), 15, since=0, now=1000).reason == "waiting for samples"
     assert judge(CONFIG, stats(canary_answers=100, canary_p99_ms=400), 15, since=0, now=1000).action == "rollback"
+
+
+def test_agreement_waits_for_the_golden_run_that_brings_the_reviewed_set():
+    """Shadow comparisons reach min_compared before the golden and reviewed sets are
+    answered; judged then, a candidate that corrects stable met the fixed 0.9 floor."""
+    early = stats(agreed=166, golden_canary_accuracy=None, golden_stable_accuracy=None)
+    assert judge(CONFIG, early, 15, since=0, now=1000).reason == "waiting for samples"
+    later = stats(agreed=166, reviewed_canary_accuracy=0.8, reviewed_stable_accuracy=0.6)
+    assert judge(CONFIG, later, 15, since=0, now=1000).action == "promote"
