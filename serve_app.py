@@ -126,7 +126,6 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         )
         return front.bind(
             config=config.ingress,
-            first=None,
             nodes=nodes,
             model_dir=model_dir,
             in_process=stages,
@@ -153,4 +152,4 @@ def bind_graph(config: AppConfig, options: dict[str, dict] | None = None) -> App
         config=config.antispam, limiter=limiter, next_node=edge
     )
     chain = replace(nodes, antispam=spam, edge_router=edge, tokenizer=tok)
-    return front.bind(config=config.ingress, first=spam, nodes=chain, model_dir=model_dir, review=config.review)
+    return front.bind(config=config.ingress, nodes=chain, model_dir=model_dir, review=config.review)

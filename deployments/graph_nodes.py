@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
     Node = DeploymentHandle | LocalHandle
 
-# Nodes the graph answers without: their failure makes /healthz "degraded", not 503.
+# Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
+# are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
+# stable side (canary controller, canary model).
 OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controller", "canary_model", "retrainer"})
 
 

@@ -42,10 +42,6 @@ from policies.window import LatencyWindow
 
 logger = logging.getLogger("ray.serve")
 
-# Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
-# are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
-# stable side (canary controller, canary model).
-
 DEFAULT_OPTIONS = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
@@ -67,7 +63,6 @@ class Ingress(AdminEndpoints, ColocatedModel):
     async def __init__(
         self,
         config: IngressConfig,
-        first: DeploymentHandle | None,
         nodes: GraphNodes,
         model_dir: str,
         in_process: InProcessEdge | None = None,
@@ -75,15 +70,14 @@ class Ingress(AdminEndpoints, ColocatedModel):
         review: ReviewConfig | None = None,
         rng: random.Random | None = None,
     ):
-        """`first` takes every ticket; `nodes` are all deployments behind it, for /healthz
-        (and the model for /v1/labels); `model_dir` holds the model it answers for. With
-        `in_process` (topology fused) the edge stages are built here instead, on `nodes`'
-        rate limiter and model and on `breaker` (colocated: the model too, ColocatedModel)."""
+        """`nodes` are all deployments behind it, for /healthz (and the model for
+        /v1/labels); their anti-spam filter takes every ticket. `model_dir` holds the model
+        it answers for. With `in_process` (topology fused) the edge stages are built here
+        instead, on `nodes`' rate limiter and model and on `breaker` (colocated: the model
+        too, ColocatedModel)."""
         if in_process is not None:
             nodes = await in_process.build(nodes, breaker)
-            first = nodes.antispam
         self._config = config
-        self._first = first
         self._nodes = nodes
         self._review = review or ReviewConfig(enabled=False)
         self._rng = rng or random.Random()
@@ -152,9 +146,8 @@ class Ingress(AdminEndpoints, ColocatedModel):
                 return f"{type(e).__name__}"
 
         named = self._nodes.named()
-        names = list(named)
-        states = await asyncio.gather(*(probe(named[name]) for name in names))
-        nodes = {"ingress": "ok", **dict(zip(names, states))}
+        states = await asyncio.gather(*(probe(handle) for handle in named.values()))
+        nodes = {"ingress": "ok", **dict(zip(named, states))}
         failed = [k for k, v in nodes.items() if v != "ok"]
         if not failed:
             return JSONResponse({"status": "ok", "nodes": nodes})
@@ -220,7 +213,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             ticket_id=body.ticket_id,
             color=context["color"],
         )
-        response = self._first.classify.remote(ticket)
+        response = self._nodes.antispam.classify.remote(ticket)
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:
