@@ -105,6 +105,12 @@ def p99_answers(c: CanaryConfig) -> int:
     return max(c.min_canary_answers, c.min_p99_answers)
 
 
+def reviewed_gain_needed(c: CanaryConfig, stable_accuracy: float) -> float:
+    """Reviewed-set accuracy a canary must gain over stable to be promoted: at most what
+    stable leaves to gain."""
+    return min(c.min_reviewed_gain, 1.0 - stable_accuracy)
+
+
 def agreement_floor(c: CanaryConfig, s: CanaryStats) -> float:
     """`min_agreement`, except for a candidate better on its reviewed set: it was trained
     to change stable's wrong answers, and two models as accurate as the golden set says
@@ -115,7 +121,8 @@ def agreement_floor(c: CanaryConfig, s: CanaryStats) -> float:
     reviewed_s, reviewed_c = s.reviewed_stable_accuracy, s.reviewed_canary_accuracy
     if golden_s is None or golden_c is None or reviewed_s is None or reviewed_c is None:
         return c.min_agreement
-    if reviewed_c - reviewed_s < max(min(c.min_reviewed_gain, 1.0 - reviewed_s), 1e-9):
+    # A real gain: where stable leaves none to gain, a tie does not count as correcting it.
+    if reviewed_c - reviewed_s < max(reviewed_gain_needed(c, reviewed_s), 1e-9):
         return c.min_agreement
     return min(c.min_agreement, golden_s + golden_c - 1.0)
 
@@ -160,7 +167,7 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
     if not sampled:
         return Decision("hold", canary_percent, "waiting for samples")
     if reviewed:
-        gain = min(c.min_reviewed_gain, 1.0 - s.reviewed_stable_accuracy)
+        gain = reviewed_gain_needed(c, s.reviewed_stable_accuracy)
         if s.reviewed_canary_accuracy - s.reviewed_stable_accuracy < gain:
             why = (
                 f"not better on the reviewed set: {s.reviewed_canary_accuracy:.3f} vs stable "
