@@ -147,15 +147,18 @@ def styles(path: Path, text_col: str = "text") -> dict[str, str]:
         return {r[text_col].strip(): r.get("style") or "" for r in csv.DictReader(f)}
 
 
+def in_held_back_styles(style: dict[str, str]) -> frozenset[str]:
+    """Texts whose style (`styles`) is a held-back one."""
+    return frozenset(t for t, name in style.items() if name in HELD_BACK_STYLES)
+
+
 def held_back_texts(path: Path, text_col: str = "text") -> frozenset[str]:
     """Texts of `path` whose `style` column names a held-back style (none without one)."""
-    return frozenset(t for t, style in styles(path, text_col).items() if style in HELD_BACK_STYLES)
+    return in_held_back_styles(styles(path, text_col))
 
 
-def write_training_data(data: Path, text_col: str, label_col: str, out: Path) -> None:
+def write_training_data(out: Path, rows: list[tuple[str, str, str]], style: dict[str, str]) -> None:
     """The model directory's copy of the rows it was built from (TRAINING_DATA_FILE)."""
-    style = styles(data, text_col)
-    rows = read_rows_with_lang(data, text_col, label_col)
     write_labelled_rows(
         out / TRAINING_DATA_FILE,
         [{"text": t, "label": lab, "lang": lang, "style": style.get(t, "")} for t, lab, lang in rows],
@@ -662,19 +665,20 @@ def build(
         if existing.fingerprint == fp:
             print(f"model {existing.version} already built in {out}; reusing it", file=sys.stderr)
             if not (out / TRAINING_DATA_FILE).exists():  # built without it: the fingerprint says same data
-                write_training_data(data, text_col, label_col, out)
+                write_training_data(out, read_rows_with_lang(data, text_col, label_col), styles(data, text_col))
             return existing
     rows = read_rows_with_lang(data, text_col, label_col)
+    style = styles(data, text_col)
     labels = sorted({lab for _, lab, _ in rows})
-    held_back = held_back_texts(data, text_col)
-    train_rows, val_rows = calibration_split(rows, held_back)
-    mix = calibration_mix(val_rows, held_back)
+    held = in_held_back_styles(style)
+    train_rows, val_rows = calibration_split(rows, held)
+    mix = calibration_mix(val_rows, held)
     fit_rows = (
         with_noisy_copies(train_rows, settings.noise_share, settings.seed) if settings.noise_share else train_rows
     )
     print(
         f"training {settings.base} on {len(fit_rows)} rows ({len(val_rows)} held out for calibration, "
-        f"{len(held_back)} of them in held-back styles), {len(labels)} labels from {data}",
+        f"{len(held)} of them in held-back styles), {len(labels)} labels from {data}",
         file=sys.stderr,
     )
     tmp = out.with_name(out.name + ".tmp")
@@ -730,7 +734,7 @@ def build(
         },
     )
     meta.save(tmp)
-    write_training_data(data, text_col, label_col, tmp)
+    write_training_data(tmp, rows, style)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     print(
