@@ -103,15 +103,15 @@ def graph_options(options: dict | None = None) -> dict:
     return {name: {"graceful_shutdown_wait_loop_s": 0.2, **options.get(name, {})} for name in DEPLOYMENT_NAMES}
 
 
-def graph_config(name: str, args: dict):
+def graph_config(name: str, args: dict, under: Path = REVIEW_DIR):
     """`args` as the AppConfig of the test graph `name`, with a review queue file and a
-    retrain record of its own, outside the checkout (the defaults are under var/)."""
+    retrain record of its own in `under`, outside the checkout (the defaults are under var/)."""
     from deployments.config import AppConfig
 
-    review = {"store_path": str(REVIEW_DIR / f"{name}.sqlite3"), **args.get("review", {})}
+    review = {"store_path": str(under / f"{name}.sqlite3"), **args.get("review", {})}
     retrain = {
-        "state_path": str(REVIEW_DIR / f"{name}.retrain.json"),
-        "candidates_dir": str(REVIEW_DIR / f"{name}-candidates"),
+        "state_path": str(under / f"{name}.retrain.json"),
+        "candidates_dir": str(under / f"{name}-candidates"),
         **args.get("retrain", {}),
     }
     return AppConfig.from_args({**args, "review": review, "retrain": retrain})

@@ -23,7 +23,7 @@ import httpx
 from deployments.ray_env import HAPROXY_ENV, RAY_ENV, cluster_env
 from models.build import DEFAULT_OUT, ROOT
 from tests.graph.reliability.node_drill import free_port, kill_tree, start_head
-from tests.harness import LENIENT_ANTISPAM, long_ticket
+from tests.harness import LENIENT_ANTISPAM, graph_config, long_ticket
 
 TOKEN = "drill-admin-token"
 # (name, method, path, body: dict for JSON, bytes as sent, None for no body)
@@ -53,7 +53,6 @@ def run(time_delete: bool = True) -> dict:
     import ray
     from ray import serve
 
-    from deployments.config import AppConfig
     from serve_app import bind_graph
 
     http = free_port()
@@ -65,11 +64,9 @@ def run(time_delete: bool = True) -> dict:
         args = {
             "antispam": LENIENT_ANTISPAM,
             "model": {"engine": {"mode": "fake", "model_dir": str(DEFAULT_OUT)}},
-            "review": {"store_path": str(tmp / "review.sqlite3")},
-            "retrain": {"state_path": str(tmp / "retrain.json"), "candidates_dir": str(tmp / "candidates")},
             "admin": {"token": TOKEN},
         }
-        serve.run(bind_graph(AppConfig.from_args(args)), name="haproxy", route_prefix="/")
+        serve.run(bind_graph(graph_config("haproxy", args, tmp)), name="haproxy", route_prefix="/")
         url = f"http://127.0.0.1:{http}"
         with httpx.Client(base_url=url, timeout=30) as client:
             deadline = time.monotonic() + 60

@@ -32,7 +32,7 @@ from deployments.ray_env import RAY_ENV, cluster_env
 from loadkit.generators import Outcomes, closed_loop, ticket_bodies
 from loadkit.graph_args import merged, shipped_args
 from models.build import DEFAULT_OUT, ROOT
-from tests.harness import reliability_engine
+from tests.harness import graph_config, reliability_engine
 
 SPREAD = {"num_replicas": 2, "max_replicas_per_node": 1}
 
@@ -143,7 +143,6 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
     import ray
     from ray import serve
 
-    from deployments.config import AppConfig
     from serve_app import bind_graph
 
     http = free_port()
@@ -170,12 +169,10 @@ def run(seconds: float, kill_at_s: float, users: int) -> dict:
                     "duplicates": {"max_repeats": 10_000},
                 },
                 "model": {"engine": reliability_engine(str(DEFAULT_OUT))},
-                "review": {"store_path": str(tmp / "review.sqlite3")},
-                "retrain": {"state_path": str(tmp / "retrain.json"), "candidates_dir": str(tmp / "candidates")},
             },
         )
         serve.run(
-            bind_graph(AppConfig.from_args(args), {"Ingress": SPREAD, "ModelReplica": SPREAD}),
+            bind_graph(graph_config("drill", args, tmp), {"Ingress": SPREAD, "ModelReplica": SPREAD}),
             name="drill",
             route_prefix="/",
         )
