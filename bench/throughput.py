@@ -27,7 +27,8 @@ from bench.common import (
     warm_then_measure,
     write_results,
 )
-from serve_app import DEPLOYMENT_NAMES, bind_graph
+from deployments.graph import DEPLOYMENT_NAMES
+from serve_app import bind_graph
 
 PORT = 18200
 

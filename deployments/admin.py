@@ -1,23 +1,19 @@
 """The /admin API: review queue, rollout and cache controls on a router whose every route
-needs the bearer token. The token is checked by a router dependency, before FastAPI
-reads a path parameter or a body: a caller without it learns nothing, not even which
-fields exist."""
+needs the bearer token (deployments/admin_auth.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
-import hmac
 import io
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ValidationError
 from ray.serve.handle import DeploymentHandle
 
+from deployments.admin_auth import Role, documented, json_body, require_token
 from deployments.api import (
     ApiError,
     EraseRequest,
@@ -27,82 +23,12 @@ from deployments.api import (
     ResolveRequest,
     RollbackRequest,
     SplitRequest,
-    describe_validation_errors,
 )
 from deployments.canary import NoCanary
-from deployments.config import AdminConfig, IngressConfig
+from deployments.config import IngressConfig
+from deployments.config_loop import AdminConfig
 from deployments.graph_nodes import GraphNodes
 from policies.admission import AdaptiveConcurrency
-
-Role = Literal["admin", "reviewer"]
-# What the reviewer token may call; every other admin route is the admin token's alone.
-REVIEWER_ROUTES = frozenset(
-    {
-        ("GET", "/admin/whoami"),
-        ("GET", "/admin/review"),
-        ("POST", "/admin/review/{item_id}/resolve"),
-        ("POST", "/admin/review/{item_id}/propose"),
-        ("GET", "/admin/labels/proposals"),
-    }
-)
-
-
-def caller_role(config: AdminConfig, authorization: str) -> Role | None:
-    """The role whose token `authorization` ("Bearer <token>") carries; None for none."""
-    scheme, _, given = authorization.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    roles: tuple[tuple[Role, str | None], ...] = (
-        ("admin", config.resolved_token()),
-        ("reviewer", config.resolved_reviewer_token()),
-    )
-    for role, token in roles:
-        if token and hmac.compare_digest(given.encode(), token.encode()):
-            return role
-    return None
-
-
-def require_token(config: AdminConfig) -> Callable:
-    """A dependency refusing calls without an admin or reviewer token (401), and the
-    reviewer's calls outside REVIEWER_ROUTES (403). Tokens are resolved in the replica at
-    call time: its environment, not the driver's, holds them."""
-
-    async def authorized(request: Request) -> None:
-        role = caller_role(config, request.headers.get("authorization", ""))
-        if role is None:
-            raise ApiError(401, "unauthorized", "admin API: send Authorization: Bearer <token>")
-        route = request.scope.get("route")
-        if role == "reviewer" and (request.method, getattr(route, "path", "")) not in REVIEWER_ROUTES:
-            raise ApiError(
-                403, "forbidden", "the reviewer token may list, resolve and propose labels for review items only"
-            )
-        request.state.role = role
-
-    return authorized
-
-
-def json_body(model: type[BaseModel], optional: bool = False) -> Callable:
-    """The body as a dependency, so that it is read only after the token check (a body
-    parameter would be parsed, and refused, first)."""
-
-    async def parse(request: Request) -> Any:
-        raw = await request.body()
-        if optional and raw.strip() in (b"", b"null"):
-            return model()
-        try:
-            return model.model_validate_json(raw)
-        except ValidationError as e:
-            if any(err["type"] == "json_invalid" for err in e.errors()):
-                raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
-            raise ApiError(422, "invalid_request", describe_validation_errors(e.errors())) from None
-
-    return parse
-
-
-def _documented(model: type[BaseModel]) -> dict:
-    """OpenAPI for a body read by json_body(): FastAPI cannot see it."""
-    schema = {"content": {"application/json": {"schema": model.model_json_schema()}}}
-    return {"requestBody": {"description": model.__doc__, **schema}}
 
 
 class AdminEndpoints:
@@ -294,15 +220,15 @@ def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     router.get("/state")(cls.admin_state)
     router.get("/review")(cls.admin_review_items)
     router.get("/review/export")(cls.admin_review_export)
-    router.post("/review/{item_id}/resolve", openapi_extra=_documented(ResolveRequest))(cls.admin_review_resolve)
-    router.post("/review/{item_id}/propose", openapi_extra=_documented(ProposeRequest))(cls.admin_review_propose)
-    router.post("/review/erase", openapi_extra=_documented(EraseRequest))(cls.admin_review_erase)
+    router.post("/review/{item_id}/resolve", openapi_extra=documented(ResolveRequest))(cls.admin_review_resolve)
+    router.post("/review/{item_id}/propose", openapi_extra=documented(ProposeRequest))(cls.admin_review_propose)
+    router.post("/review/erase", openapi_extra=documented(EraseRequest))(cls.admin_review_erase)
     router.get("/labels/proposals")(cls.admin_label_proposals)
     router.post("/labels/proposals/{name}/accept")(cls.admin_label_accept)
     router.post("/labels/proposals/{name}/reject")(cls.admin_label_reject)
-    router.post("/rollout", openapi_extra=_documented(SplitRequest))(cls.admin_rollout_split)
+    router.post("/rollout", openapi_extra=documented(SplitRequest))(cls.admin_rollout_split)
     router.post("/rollout/promote")(cls.admin_rollout_promote)
-    router.post("/rollout/rollback", openapi_extra=_documented(RollbackRequest))(cls.admin_rollout_rollback)
+    router.post("/rollout/rollback", openapi_extra=documented(RollbackRequest))(cls.admin_rollout_rollback)
     router.post("/cache/flush")(cls.admin_cache_flush)
     router.post("/models/restore")(cls.admin_models_restore)
     router.post("/retrain", status_code=202)(cls.admin_retrain_start)

@@ -25,15 +25,14 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.config import RolloutConfig
+from deployments.canary_evidence import LiveFigures, accuracy, ask_both, golden_sample, reviewed_set
+from deployments.config_loop import RolloutConfig
 from deployments.held_gauge import HeldGauge
 from deployments.state_file import load_json, save_json
 from models import registry
-from models.artifacts import REVIEWED_SET_FILE, read_labelled_rows
 from models.golden import GoldenItem, load
-from policies.canary import COLORS, CanaryStats, Decision, Side, judge
+from policies.canary import COLORS, Decision, Side, judge
 from policies.rollout import Change, Rollout, Split, SyncReport
-from policies.window import nearest_rank
 
 logger = logging.getLogger("ray.serve")
 
@@ -43,48 +42,6 @@ DEFAULT_OPTIONS = {
     "max_ongoing_requests": 1024,
     "ray_actor_options": {"num_cpus": 0},
 }
-LATENCY_SAMPLES = 10_000
-GOLDEN_CONCURRENCY = 8
-
-
-class _Live:
-    """What callers reported since the split last changed."""
-
-    def __init__(self) -> None:
-        self.latency_ms: dict[Side, collections.deque[float]] = {
-            side: collections.deque(maxlen=LATENCY_SAMPLES) for side in COLORS
-        }
-        self.canary_errors = 0
-        self.compared = 0
-        self.agreed = 0
-
-    def add(self, report: SyncReport) -> None:
-        self.latency_ms["stable"].extend(report.stable_ms)
-        self.latency_ms["canary"].extend(report.canary_ms)
-        self.canary_errors += report.canary_errors
-        self.compared += report.compared
-        self.agreed += report.agreed
-
-
-def reviewed_set(model_dir: str | None) -> list[GoldenItem]:
-    """The canary's reviewed set (models.retrain writes it beside the weights); [] when it
-    has none."""
-    path = Path(model_dir, REVIEWED_SET_FILE) if model_dir else None
-    if path is None or not path.exists():
-        return []
-    return [GoldenItem(text, label, lang, "model", "review") for text, label, lang in read_labelled_rows(path)]
-
-
-def _accuracy(answers: list[str | None], items: list[GoldenItem]) -> float:
-    """Share of `items` answered with their label (no answer counts as wrong)."""
-    return sum(a == item.intent for a, item in zip(answers, items)) / len(items)
-
-
-def golden_sample(items: list[GoldenItem], count: int) -> list[GoldenItem]:
-    """`count` items spread evenly over the file (it is ordered by intent); 0: all."""
-    if count <= 0 or count >= len(items):
-        return items
-    return [items[i * len(items) // count] for i in range(count)]
 
 
 class CanaryController:
@@ -120,7 +77,7 @@ class CanaryController:
         if (saved := self._load()) is not None:
             self._rollout.restore(saved)
         self._started = clock()
-        self._live = _Live()
+        self._live = LiveFigures()
         self._percent_gauge = HeldGauge(
             "canary_percent", description="Share of tickets routed to the canary side, 0-100."
         )
@@ -154,7 +111,7 @@ class CanaryController:
     # --- operators (the /admin API) ---
 
     def state(self) -> dict[str, Any]:
-        stats = self._stats()
+        stats = self._live.stats(self._golden or {})
         now = self._clock()
         return {
             **dataclasses.asdict(self._rollout.split()),
@@ -211,7 +168,7 @@ class CanaryController:
             self._golden = await self._ask_golden()
         r = self._rollout
         policy = self._config.policy
-        decision = judge(policy, self._stats(), r.percent, r.since, self._clock())
+        decision = judge(policy, self._live.stats(self._golden or {}), r.percent, r.since, self._clock())
         live = policy.start_percent if policy.shadow_goes_live else None
         decision, change = r.apply(decision, self._clock(), self._wall(), live)
         self._changed(change)
@@ -275,21 +232,8 @@ class CanaryController:
                 logger.exception("canary judge round failed")
 
     async def _ask(self, name: str, items: list[GoldenItem]) -> dict[Side, list[str | None]]:
-        """Both sides' answers to `items` (raw text: each tokenizes its own way)."""
-        limit = asyncio.Semaphore(GOLDEN_CONCURRENCY)
-        generation = self._rollout.generation
-
-        async def ask(handle: DeploymentHandle, side: str, i: int, text: str) -> str | None:
-            async with limit:
-                try:
-                    return (await handle.predict.remote(text, f"{name}-{side}-{generation}-{i}")).label
-                except Exception:
-                    return None
-
-        return {
-            side: await asyncio.gather(*(ask(handle, side, i, item.text) for i, item in enumerate(items)))
-            for side, handle in (("stable", self._stable), ("canary", self._canary))
-        }
+        sides = {"stable": self._stable, "canary": self._canary}
+        return await ask_both(sides, items, f"{name}-{self._rollout.generation}")
 
     async def _ask_golden(self) -> dict[str, Any]:
         """Both sides answer the golden sample, and the canary's reviewed set if it has one."""
@@ -303,39 +247,19 @@ class CanaryController:
             "agreed": sum(s == c for s, c in pairs),
         }
         for side in COLORS:
-            accuracy = _accuracy(answers[side], items)
-            result[f"{side}_accuracy"] = round(accuracy, 4)
-            self._golden_accuracy.set(accuracy, tags={"side": side})
+            share = accuracy(answers[side], items)
+            result[f"{side}_accuracy"] = round(share, 4)
+            self._golden_accuracy.set(share, tags={"side": side})
         logger.info("golden set: stable %(stable_accuracy).3f, canary %(canary_accuracy).3f", result)
         if self._reviewed_items:
             reviewed = await self._ask("reviewed", self._reviewed_items)
             result["reviewed_tickets"] = len(self._reviewed_items)
             for side in COLORS:
-                result[f"reviewed_{side}_accuracy"] = round(_accuracy(reviewed[side], self._reviewed_items), 4)
+                result[f"reviewed_{side}_accuracy"] = round(accuracy(reviewed[side], self._reviewed_items), 4)
             logger.info(
                 "reviewed set: stable %(reviewed_stable_accuracy).3f, canary %(reviewed_canary_accuracy).3f", result
             )
         return result
-
-    def _stats(self) -> CanaryStats:
-        live, golden = self._live, self._golden or {}
-
-        def p99(side: Side) -> float | None:
-            samples = sorted(live.latency_ms[side])
-            return nearest_rank(samples, 0.99) if samples else None
-
-        return CanaryStats(
-            compared=live.compared + golden.get("compared", 0),
-            agreed=live.agreed + golden.get("agreed", 0),
-            canary_answers=len(live.latency_ms["canary"]) + live.canary_errors,
-            canary_errors=live.canary_errors,
-            canary_p99_ms=p99("canary"),
-            stable_p99_ms=p99("stable"),
-            golden_canary_accuracy=golden.get("canary_accuracy"),
-            golden_stable_accuracy=golden.get("stable_accuracy"),
-            reviewed_canary_accuracy=golden.get("reviewed_canary_accuracy"),
-            reviewed_stable_accuracy=golden.get("reviewed_stable_accuracy"),
-        )
 
     # --- state changes ---
 
@@ -347,7 +271,7 @@ class CanaryController:
             logger.warning("canary %s rolled back: %s", change.canary_version, change.reason)
         if change.action != "set":
             self._decisions.inc(tags={"action": change.action})
-        self._live = _Live()
+        self._live = LiveFigures()
         self._percent_gauge.set(change.to_percent)
         self._save()
 

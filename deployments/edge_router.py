@@ -3,7 +3,6 @@ what they can; the rest goes on to the tokenizer and the model replica."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -15,14 +14,15 @@ from ray.serve.metrics import Counter
 from deployments.api import Answer, Refusal, Ticket
 from deployments.breaker import BreakerView
 from deployments.canary_view import CanaryView
-from deployments.config import EdgeConfig, RolloutConfig
+from deployments.config import EdgeConfig
+from deployments.config_loop import RolloutConfig
 from deployments.held_gauge import HeldGauge
 from deployments.model_path import GiveUp, ModelPath
+from deployments.result_cache import cache_key, result_cache
 from models.artifacts import ModelMetadata, metadata_mtime_ns
 from models.edge_classifier import EdgeClassifier
 from models.ranking import RunnersUp
 from policies.breaker import BreakerConfig
-from policies.cache import LruTtlCache
 from policies.edge_route import edge_answer, edge_gates, fallback_answer
 from policies.language import Identify, detect_language
 from policies.micro_batch import MicroBatchConfig
@@ -55,21 +55,6 @@ def py3langid_identifier() -> Identify:
         return language, float(probability)
 
     return identify
-
-
-# Per cache entry beyond its strings: the key and value tuples, the digest, the float, the
-# OrderedDict node (measured with sys.getsizeof on CPython 3.11, rounded up).
-CACHE_ENTRY_OVERHEAD_BYTES = 400
-
-
-def _cache_key(ticket: Ticket, model_version: str) -> tuple[str, bytes, str]:
-    """Tenants never share answers; a model version only ever serves its own. The text is
-    kept as a digest: a 10,000-character ticket costs the cache 16 bytes, not 10,000."""
-    return (ticket.tenant or "", hashlib.blake2b(ticket.text.encode(), digest_size=16).digest(), model_version)
-
-
-def _cache_entry_bytes(key: tuple[str, bytes, str], value: tuple[str, float]) -> int:
-    return CACHE_ENTRY_OVERHEAD_BYTES + len(key[0]) + len(key[2]) + len(value[0])
 
 
 class EdgeRouter:
@@ -151,9 +136,7 @@ class EdgeRouter:
             else edge_gates({"*": DEFAULT_EDGE_GATE, **(meta.edge_min_confidence or {})}, meta.review_threshold)
         )
         self._pre_classifier = self._load_pre_classifier() if config.pre_classifier_enabled else None
-        self._cache: LruTtlCache[tuple[str, bytes, str], tuple[str, float]] = LruTtlCache(
-            config.cache_max_entries, config.cache_ttl_s, config.cache_max_bytes, _cache_entry_bytes
-        )
+        self._cache = result_cache(config)
         self._routes = Counter(
             "edge_routes_total",
             description="Tickets leaving the edge router, by route (template, cache, edge_model, model, degraded) or refusal.",
@@ -191,7 +174,7 @@ class EdgeRouter:
             self._cache.clear()
         side, shadow = self._model_path.route(ticket.ticket_id or ticket.request_id, ticket.color)
         version = self._model_version if side == "stable" else split.canary_version
-        hit = self._cache.get(_cache_key(ticket, version), self._clock()) if c.cache_enabled else None
+        hit = self._cache.get(cache_key(ticket, version), self._clock()) if c.cache_enabled else None
         guess = template = None
         if hit is None:
             guess = self._pre_classifier.predict(ticket.text) if self._pre_classifier is not None else None
@@ -215,7 +198,7 @@ class EdgeRouter:
             self._adopt(result.model_version)
         # A rolled-back canary's answers were dropped from every cache; none may come back.
         if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
-            self._cache.put(_cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
+            self._cache.put(cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
         return self._answer(
             result.label,
@@ -229,7 +212,7 @@ class EdgeRouter:
     def _fallback(self, ticket: Ticket, language: str, give_up: GiveUp) -> Answer | Refusal:
         """No model answer: a stale cached one, else the pre-classifier's best guess, else 503."""
         c = self._config
-        stale = self._cache.get_stale(_cache_key(ticket, self._model_version)) if c.cache_enabled else None
+        stale = self._cache.get_stale(cache_key(ticket, self._model_version)) if c.cache_enabled else None
         guess = None
         if c.degraded_enabled and self._pre_classifier is not None:
             guess = self._pre_classifier.predict(ticket.text)

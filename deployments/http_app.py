@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.admin import admin_router
 from deployments.api import ApiError, BatchResponse, ClassifyResponse, ErrorBody, describe_validation_errors
-from deployments.config import AdminConfig
+from deployments.config_loop import AdminConfig
 from deployments.console import console_router
 from deployments.ingress import Ingress
 

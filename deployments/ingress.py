@@ -6,7 +6,6 @@ import asyncio
 import logging
 import random
 import time
-import uuid
 from typing import Any
 
 from fastapi import Request
@@ -29,10 +28,12 @@ from deployments.api import (
     describe_validation_errors,
     normalize_text,
 )
-from deployments.config import IngressConfig, ReviewConfig
+from deployments.config import IngressConfig
+from deployments.config_loop import ReviewConfig
 from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import ColocatedModel, InProcessEdge
+from deployments.request_context import RequestContext
 from deployments.review_store import ItemKind
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
@@ -108,8 +109,8 @@ class Ingress(AdminEndpoints, ColocatedModel):
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
-        context = _context(request, self._config)
-        answer = await self._answer(body, _request_id(request), time.perf_counter(), context)
+        context = RequestContext.of(request, self._config)
+        answer = await self._answer(body, context.request_id, time.perf_counter(), context)
         if isinstance(answer, ApiError):
             return JSONResponse(answer.body(), answer.status, headers=answer.headers())
         return JSONResponse(answer.model_dump())
@@ -122,10 +123,12 @@ class Ingress(AdminEndpoints, ColocatedModel):
                 f"{len(body.tickets)} tickets; at most {self._config.max_batch_tickets} per batch",
             )
         start = time.perf_counter()
-        request_id = _request_id(request)
-        context = _context(request, self._config)
+        context = RequestContext.of(request, self._config)
         answers = await asyncio.gather(
-            *(self._answer(ticket, f"{request_id}-{i}", start, context) for i, ticket in enumerate(body.tickets))
+            *(
+                self._answer(ticket, f"{context.request_id}-{i}", start, context)
+                for i, ticket in enumerate(body.tickets)
+            )
         )
         # The batch is answered 200 whatever its items; a refused item (rate limit, overload)
         # carries its own retry_after_s, and the answer the largest as Retry-After, so a
@@ -158,7 +161,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         )
 
     async def _answer(
-        self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
+        self, ticket: Any, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused; counted here whichever endpoint it came by."""
         self._ongoing += 1
@@ -186,7 +189,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             self._admission_limit.set(limit)
 
     async def _admitted(
-        self, ticket: Any, request_id: str, start: float, context: dict[str, Any]
+        self, ticket: Any, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
         if self._ongoing > self._admission.limit:
             # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
@@ -200,18 +203,18 @@ class Ingress(AdminEndpoints, ColocatedModel):
             return e
 
     async def _classify_one(
-        self, body: ClassifyRequest, request_id: str, start: float, context: dict[str, Any]
+        self, body: ClassifyRequest, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse:
         ticket = Ticket(
             text=normalize_text(body.text, self._config.max_text_chars),
             request_id=request_id,
             user_id=body.user_id,
             tenant=body.tenant,
-            client=context["client"],
-            tier_header=context["tier_header"],
-            lang_hint=body.lang or context["accept_language"],
+            client=context.client,
+            tier_header=context.tier_header,
+            lang_hint=body.lang or context.accept_language,
             ticket_id=body.ticket_id,
-            color=context["color"],
+            color=context.color,
         )
         response = self._nodes.antispam.classify.remote(ticket)
         try:
@@ -290,21 +293,3 @@ class Ingress(AdminEndpoints, ColocatedModel):
         except Exception as e:  # answered all the same; the count shows what the queue missed
             self._review_failures.inc()
             logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)
-
-
-def _request_id(request: Request) -> str:
-    """Serve's own id (the client's X-Request-ID, or one its proxy made), so logs correlate."""
-    return request.headers.get("x-request-id") or uuid.uuid4().hex
-
-
-def _context(request: Request, config: IngressConfig) -> dict[str, Any]:
-    """What the graph needs from the HTTP request besides the body."""
-    accept = request.headers.get("accept-language")
-    color = request.headers.get(config.color_header)
-    return {
-        "client": request.client.host if request.client else "unknown",
-        "tier_header": request.headers.get(config.tier_header),
-        "color": color.strip().lower() if color else None,
-        # First tag of "ja-JP,ja;q=0.9,en;q=0.8"; only a hint for language detection.
-        "accept_language": accept.split(",")[0].split(";")[0].strip() or None if accept else None,
-    }

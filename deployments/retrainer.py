@@ -25,7 +25,7 @@ from typing import Any, Literal, TextIO
 import ray
 
 from deployments.api import Refusal
-from deployments.config import RetrainConfig
+from deployments.config_loop import RetrainConfig
 from deployments.review_store import ReviewStore, utc_now
 from deployments.state_file import load_json, save_json
 from models import registry

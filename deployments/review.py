@@ -14,7 +14,7 @@ from typing import Any
 
 from ray.serve.metrics import Counter
 
-from deployments.config import ReviewConfig
+from deployments.config_loop import ReviewConfig
 from deployments.held_gauge import HeldGauge
 from deployments.review_store import ITEM_KINDS, ItemKind, Proposal, ProposalStatus, ReviewStore, utc_now
 from policies.audit import AuditEstimate

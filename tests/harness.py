@@ -97,7 +97,7 @@ def graph_options(options: dict | None = None) -> dict:
     loop. A stopping replica first sleeps its `graceful_shutdown_wait_loop_s` (Serve's
     default 2 s) before it counts its ongoing requests; the suite deletes ~30 graphs, idle
     by then, and spent a minute of CI in those sleeps."""
-    from serve_app import DEPLOYMENT_NAMES
+    from deployments.graph import DEPLOYMENT_NAMES
 
     options = options or {}
     return {name: {"graceful_shutdown_wait_loop_s": 0.2, **options.get(name, {})} for name in DEPLOYMENT_NAMES}

@@ -122,3 +122,23 @@ def test_the_rayservice_runs_the_image_the_dockerfile_builds_on_rays_own_base():
     env = {e["name"]: e["value"] for e in pods[0]["template"]["spec"]["containers"][0]["env"]}
     for variable, value in env.items():
         assert re.search(rf"{variable}={re.escape(value)}\b", dockerfile), variable
+
+
+@pytest.mark.parametrize("topology", ["chain", "fused", "colocated"])
+def test_each_topology_binds_its_own_deployments(topology):
+    full = {"review": {"enabled": True}, "retrain": {"enabled": True}, "rollout": {"canary_model_dir": "/m/canary"}}
+    bound = bound_deployments(bind_graph(AppConfig.from_args({"topology": topology, **full})))
+    shared = {"Ingress", "RateLimiter", "Breaker", "ReviewQueue", "Retrainer", "CanaryController", "CanaryModelReplica"}
+    edge = {"AntiSpam", "EdgeRouter", "Tokenizer"}
+    expected = {
+        "chain": shared | edge | {"ModelReplica"},
+        "fused": shared | {"ModelReplica"},
+        "colocated": shared,
+    }[topology]
+    assert bound - {"KVCacheManager"} == expected
+
+
+@pytest.mark.parametrize("single", ["RateLimiter", "Breaker", "ReviewQueue", "CanaryController", "KVCacheManager"])
+def test_the_graph_refuses_a_second_replica_of_a_node_that_holds_shared_state(single):
+    with pytest.raises(ValueError, match=rf"{single} holds .* must run exactly 1 replica"):
+        bind_graph(AppConfig.from_args({}), {single: {"num_replicas": 2}})

@@ -69,13 +69,13 @@ def test_lru_ttl_cache_bounded_in_bytes():
 
 def test_the_result_cache_keys_a_ticket_by_digest():
     from deployments.api import Ticket
-    from deployments.edge_router import _cache_entry_bytes, _cache_key
+    from deployments.result_cache import cache_entry_bytes, cache_key
 
-    short = _cache_key(Ticket(text="where is my order", request_id="r", tenant="acme"), "v1")
-    long = _cache_key(Ticket(text="where is my order " * 500, request_id="r", tenant="acme"), "v1")
+    short = cache_key(Ticket(text="where is my order", request_id="r", tenant="acme"), "v1")
+    long = cache_key(Ticket(text="where is my order " * 500, request_id="r", tenant="acme"), "v1")
     assert short != long and len(short[1]) == len(long[1]) == 16
-    assert _cache_entry_bytes(short, ("order_status", 0.9)) == _cache_entry_bytes(long, ("order_status", 0.9))
-    assert _cache_key(Ticket(text="where is my order", request_id="r", tenant="globex"), "v1") != short
+    assert cache_entry_bytes(short, ("order_status", 0.9)) == cache_entry_bytes(long, ("order_status", 0.9))
+    assert cache_key(Ticket(text="where is my order", request_id="r", tenant="globex"), "v1") != short
 
 
 def test_bundled_templates():

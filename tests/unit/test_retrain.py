@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from deployments.config import RetrainConfig
+from deployments.config_loop import RetrainConfig
 from deployments.retrainer import Retrainer, log_tail
 from models.build import grow_head
 from models.retrain import RetrainSettings, split_reviews, training_rows

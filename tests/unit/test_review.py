@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from deployments.config import AdminConfig
+from deployments.config_loop import AdminConfig
 from deployments.review_store import ReviewStore
 
 
@@ -174,7 +174,7 @@ def test_admin_token_from_config_else_environment(monkeypatch):
 
 
 def test_the_caller_role_is_the_one_whose_token_matches(monkeypatch):
-    from deployments.admin import caller_role
+    from deployments.admin_auth import caller_role
 
     monkeypatch.delenv("TICKETSERVE_REVIEWER_TOKEN", raising=False)
     config = AdminConfig(token="admin-secret")

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from deployments.api import ModelAnswer, ModelUnavailable
-from deployments.canary import CanaryController, golden_sample
+from deployments.canary import CanaryController
+from deployments.canary_evidence import golden_sample
 from deployments.canary_view import CanaryView
-from deployments.config import RolloutConfig
+from deployments.config_loop import RolloutConfig
 from deployments.in_process import construct
 from deployments.model_path import ModelPath
 from models.golden import GoldenItem
