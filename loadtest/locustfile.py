@@ -17,12 +17,11 @@ stops early after --max-requests. The quitting hook writes every ticket's record
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import random
 import time
-import urllib.request
 
+import httpx
 from locust import FastHttpUser, LoadTestShape, between, events, task
 
 from deployments.engines import EngineConfig
@@ -101,8 +100,8 @@ def _fetch_labels(environment, **_):
     state.started = time.monotonic()
     opts = environment.parsed_options
     if opts.api == "ticketserve":
-        with urllib.request.urlopen(f"{environment.host}/v1/labels", timeout=30) as r:
-            state.labels = {item["name"] for item in json.load(r)["labels"]}
+        labels = httpx.get(f"{environment.host}/v1/labels", timeout=30).raise_for_status().json()["labels"]
+        state.labels = {item["name"] for item in labels}
     elif opts.api == "vllm-generate":
         meta = ModelMetadata.load(opts.model_dir)
         state.labels, state.choices = set(meta.labels), meta.labels
