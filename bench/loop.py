@@ -42,6 +42,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def write_config(path: Path, base: Path = ROOT / "serve_config.yaml", extra: dic
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-def score(rows: list[Row], answers: list[dict | None]) -> dict:
+def score(rows: list[Row], answers: Sequence[dict | None]) -> dict:
     pairs = [(r, a) for r, a in zip(rows, answers) if a is not None]
     right = [a["label"] in r.accepted for r, a in pairs]
     versions = collections.Counter(a["model_version"] for _, a in pairs)
@@ -228,7 +229,8 @@ class Loop:
 
     def resolve(self, kind: str, truth: dict[str, Row], limit: int, poison: bool) -> int:
         """Up to `limit` open items of `kind` from this round's tickets, resolved with
-        their true label (a random other label when poisoned)."""
+        their true label (a random other label when poisoned); flagged items least
+        confident first, audit items as drawn (a uniform sample)."""
         items, offset = [], 0
         while len(items) < limit:
             page = self.client.get("/admin/review", params={"kind": kind, "limit": 500, "offset": offset}).json()
@@ -236,6 +238,8 @@ class Loop:
             if len(page["items"]) < 500:
                 break
             offset += 500
+        if kind == "review":
+            items.sort(key=lambda i: i["confidence"])
         done = 0
         for item in items[:limit]:
             label = truth[item["ticket_id"]].accepted[0]
@@ -400,10 +404,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--token-env", default="TICKETSERVE_ADMIN_TOKEN")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "loop.json")
     p.add_argument("--write-config", type=Path, help="write the loop's serve config here and exit")
+    p.add_argument(
+        "--review-min-confidence",
+        type=float,
+        help="with --write-config: review.min_confidence (flag answers below it), instead of the model's threshold",
+    )
     p.add_argument("--plot", type=Path, help="the learning curve of this results JSON (next to it, .png), and exit")
     a = p.parse_args(argv)
     if a.write_config:
-        write_config(a.write_config, extra=prepare_banking77() if a.banking77 else None)
+        extra = prepare_banking77() if a.banking77 else {}
+        if a.review_min_confidence is not None:
+            extra["review"] = {"min_confidence": a.review_min_confidence}
+        write_config(a.write_config, extra=extra)
         return
     if a.plot:
         plot(json.loads(a.plot.read_text()), a.plot.with_suffix(".png"))

@@ -53,6 +53,8 @@ def run(args) -> dict:
     if not (MODEL_DIR / "config.json").exists():
         build_tiny_decoder(MODEL_DIR, args.hidden_size, args.layers, max_positions=args.prefix_tokens + 512)
     tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
+    if tokenizer is None:
+        raise SystemExit(f"{MODEL_DIR} has no tokenizer")
     prefixes = tenant_prefixes(tokenizer, args.tenants + args.ttft_requests, args.prefix_tokens)
     rng = random.Random(0)
     mix = TicketMix.load(shared=False)

@@ -36,8 +36,9 @@ import random
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -164,7 +165,7 @@ def judge(url: str) -> dict:
     return result
 
 
-def score_external(tickets: list[ExternalTicket], answers: list[dict | None]) -> dict:
+def score_external(tickets: list[ExternalTicket], answers: Sequence[dict | None]) -> dict:
     """Other people's tickets: over the mapped ones, accuracy (unanswered count as wrong),
     the share of right answers flagged, and the share of answers wrong and not flagged,
     overall, per route and per style tag; where the unmapped intents went; the review
@@ -222,7 +223,7 @@ def review_tradeoff(answers: list[tuple[tuple[str, ...], dict]]) -> list[tuple[f
     )
 
 
-def score(items: list, answers: list[dict | None], oos: dict[str, tuple[int, list[dict | None]]]) -> dict:
+def score(items: list, answers: Sequence[dict | None], oos: Mapping[str, tuple[int, Sequence[dict | None]]]) -> dict:
     """The figures of one system from its answers (None: not answered) to the golden items
     and to each out-of-scope set (set name -> (rows sent, answers)). Template answers
     (confidence 1 by rule) stay out of the calibration error."""
@@ -420,6 +421,8 @@ def embed(texts: list[str], base: str) -> np.ndarray:
     from transformers import AutoModel, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(base_model_dir(base))
+    if tok is None:
+        raise SystemExit(f"{base_model_dir(base)} has no tokenizer")
     model = AutoModel.from_pretrained(base_model_dir(base)).eval()
     prefix = "query: " if base == "e5-small" else ""
     out = []
@@ -530,7 +533,7 @@ def main() -> None:
         rows = []
         for name in a.dataset:
             train, test = load_split(name)
-            result = {"train_rows": len(train), "test_rows": len(test)}
+            result: dict[str, Any] = {"train_rows": len(train), "test_rows": len(test)}
             for base in a.base or ["e5-small", "minilm"]:
                 result[f"baseline-{base}"] = baseline(train, test, base)
                 settings = TrainSettings(base=base, epochs=a.epochs, label_smoothing=a.label_smoothing)

@@ -24,6 +24,7 @@ import asyncio
 import random
 import time
 from collections import Counter
+from typing import Any
 
 import httpx
 
@@ -112,7 +113,7 @@ def arm_args(arm: str, models: dict[str, str], golden_tickets: int) -> dict:
             "review": {"store_path": str(RESULTS / "rollout-review.sqlite3")},
         },
     )
-    rollout = {"state_path": str(RESULTS / f"rollout-{arm}.json"), "golden_tickets": golden_tickets}
+    rollout: dict[str, Any] = {"state_path": str(RESULTS / f"rollout-{arm}.json"), "golden_tickets": golden_tickets}
     if arm == "shadow":
         rollout |= {"canary_model_dir": models["copy"], "shadow": True, "policy": {"start_percent": 100}}
     elif arm == "split":

@@ -41,9 +41,8 @@ def echo_app():
         async def classify(self) -> dict:
             return {"label": "echo", "confidence": 1.0, "route": "model"}
 
-    return serve.deployment(
-        serve.ingress(app)(Echo), max_ongoing_requests=1024, ray_actor_options={"num_cpus": 0}
-    ).bind()
+    options = serve.deployment(max_ongoing_requests=1024, ray_actor_options={"num_cpus": 0})
+    return options(serve.ingress(app)(Echo)).bind()
 
 
 def graph(serve_defaults: bool):

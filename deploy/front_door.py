@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import yaml
@@ -226,7 +226,7 @@ def haproxy_binary() -> str:
 
 
 @contextlib.contextmanager
-def running(front: FrontDoorConfig, app: AppConfig, timeout_s: float = 10.0) -> Iterator[subprocess.Popen]:
+def running(front: FrontDoorConfig, app: AppConfig, timeout_s: float = 10.0) -> Generator[subprocess.Popen, None, None]:
     """HAProxy in a child process, listening, for as long as the block runs."""
     proc = subprocess.Popen([haproxy_binary(), "-db", "-f", str(write_config(front, app))])
     try:

@@ -7,11 +7,10 @@ import asyncio
 import csv
 import io
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
-from ray.serve.handle import DeploymentHandle
 
 from deployments.admin_auth import Role, documented, json_body, require_token
 from deployments.api import (
@@ -27,25 +26,29 @@ from deployments.api import (
 from deployments.canary import NoCanary
 from deployments.config import IngressConfig
 from deployments.config_loop import AdminConfig
-from deployments.graph_nodes import GraphNodes
+from deployments.graph_nodes import GraphNodes, TicketPath
 from policies.admission import AdaptiveConcurrency
+
+if TYPE_CHECKING:
+    from deployments.graph_nodes import Node
 
 
 class AdminEndpoints:
     """The /admin routes of Ingress (mixed into it): they read the ingress's state below."""
 
-    _nodes: GraphNodes
+    _nodes: GraphNodes[Node]
+    _path: TicketPath
     _config: IngressConfig
     _admission: AdaptiveConcurrency
     _ongoing: int
 
-    def _queue(self) -> DeploymentHandle:
+    def _queue(self) -> Node:
         queue = self._nodes.review_queue
         if queue is None:
             raise ApiError(404, "not_found", "the review queue is off (review.enabled: false)")
         return queue
 
-    def _controller(self) -> DeploymentHandle:
+    def _controller(self) -> Node:
         controller = self._nodes.canary_controller
         if controller is None:
             raise ApiError(404, "not_found", "this graph has no canary controller")
@@ -66,7 +69,7 @@ class AdminEndpoints:
             return {"error": type(e).__name__}
 
     async def admin_state(self) -> dict[str, Any]:
-        labels = await self._nodes.model.labels.remote()
+        labels = await self._path.model.labels.remote()
         review = None
         if self._nodes.review_queue is not None:
             review = {**await self._queue().counts.remote(), "audit": asdict(await self._queue().audit.remote())}
@@ -78,11 +81,11 @@ class AdminEndpoints:
             "rollout": await self._rollout_state(),
             # One edge router's counts (fused: this ingress replica's own): cache, the model
             # path's retries, give-ups and hedged calls.
-            "edge": await self._nodes.edge_router.stats.remote(),
+            "edge": await self._path.edge_router.stats.remote(),
             # One anti-spam filter's adaptive thresholds and one tokenizer's counts (fused:
             # this replica's own).
-            "antispam": {"thresholds": await self._nodes.antispam.thresholds.remote()},
-            "tokenizer": await self._nodes.tokenizer.stats.remote(),
+            "antispam": {"thresholds": await self._path.antispam.thresholds.remote()},
+            "tokenizer": await self._path.tokenizer.stats.remote(),
             "nodes": sorted(self._nodes.named()),
         }
 
@@ -100,7 +103,7 @@ class AdminEndpoints:
     ) -> dict[str, Any]:
         return await self._rollout("rollback", body.reason)
 
-    def _retrainer(self) -> DeploymentHandle:
+    def _retrainer(self) -> Node:
         retrainer = self._nodes.retrainer
         if retrainer is None:
             raise ApiError(404, "not_found", "retraining is off (retrain.enabled: false, or review.enabled: false)")
@@ -149,7 +152,7 @@ class AdminEndpoints:
         return {"role": request.state.role}
 
     async def _served_labels(self) -> list[str]:
-        labels = await self._nodes.model.labels.remote()
+        labels = await self._path.model.labels.remote()
         return [entry["name"] for entry in labels["labels"]]
 
     async def admin_review_resolve(
@@ -214,7 +217,9 @@ class AdminEndpoints:
 
 def admin_router(cls: type[AdminEndpoints], config: AdminConfig) -> APIRouter:
     """`cls`'s admin methods as routes under /admin, all behind the token."""
-    responses = {status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 422)}
+    responses: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 422)
+    }
     router = APIRouter(prefix="/admin", dependencies=[Depends(require_token(config))], responses=responses)
     router.get("/whoami")(cls.admin_whoami)
     router.get("/state")(cls.admin_state)

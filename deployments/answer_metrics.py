@@ -6,6 +6,7 @@ from __future__ import annotations
 from ray.serve.metrics import Counter, Histogram
 
 from deployments.held_gauge import HeldGauge
+from deployments.metric_tags import tag_keys
 from models.artifacts import OUT_OF_SCOPE
 from policies.label_drift import LabelDrift, LabelDriftConfig
 
@@ -20,7 +21,9 @@ class AnswerMetrics:
     def __init__(self, labels: list[str], training_mix: dict[str, int], drift: LabelDriftConfig):
         self._labels = frozenset(labels)
         self._answers = Counter(
-            "ticket_answers_total", description="Tickets answered, by label and route.", tag_keys=("label", "route")
+            "ticket_answers_total",
+            description="Tickets answered, by label and route.",
+            tag_keys=tag_keys("label", "route"),
         )
         self._confidence = Histogram(
             "ticket_answer_confidence",
@@ -36,7 +39,8 @@ class AnswerMetrics:
             description="Jensen-Shannon distance (0-1) of the recent in-scope answers' label mix from the training mix.",
         )
         # Models built without a recorded mix (older builds, other tools) report no drift.
-        self._drift = LabelDrift(drift, training_mix, frozenset({OUT_OF_SCOPE})) if training_mix else None
+        mix = {label: float(count) for label, count in training_mix.items()}
+        self._drift = LabelDrift(drift, mix, frozenset({OUT_OF_SCOPE})) if mix else None
 
     def answered(self, label: str, route: str, confidence: float, needs_review: bool) -> None:
         label = label if label in self._labels else "other"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,7 +56,8 @@ class ModelOutOfMemory(Exception):
     """The engine ran out of memory; retrying would hit the same wall."""
 
 
-MODEL_FAILURES: dict[str, type[Exception]] = {
+FailureKind = Literal["throttled", "unavailable", "out_of_memory"]
+MODEL_FAILURES: dict[FailureKind, type[Exception]] = {
     "throttled": ModelThrottled,
     "unavailable": ModelUnavailable,
     "out_of_memory": ModelOutOfMemory,
@@ -67,12 +69,12 @@ class ModelFailure:
     """One ticket of a many-ticket model call that got no answer; its neighbours' answers
     stand, and its caller sees the exception a one-ticket call would have raised."""
 
-    kind: Literal["throttled", "unavailable", "out_of_memory"]
+    kind: FailureKind
     message: str
 
     @classmethod
     def of(cls, e: BaseException) -> ModelFailure:
-        kind = next((k for k, t in MODEL_FAILURES.items() if isinstance(e, t)), "unavailable")
+        kind: FailureKind = next((k for k, t in MODEL_FAILURES.items() if isinstance(e, t)), "unavailable")
         return cls(kind, str(e) or type(e).__name__)
 
     def exception(self) -> Exception:
@@ -255,7 +257,7 @@ def normalize_text(raw: str, max_chars: int) -> str:
     return text
 
 
-def describe_validation_errors(errors: list[dict]) -> str:
+def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     for err in errors:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"

@@ -232,7 +232,9 @@ class CanaryController:
                 logger.exception("canary judge round failed")
 
     async def _ask(self, name: str, items: list[GoldenItem]) -> dict[Side, list[str | None]]:
-        sides = {"stable": self._stable, "canary": self._canary}
+        if self._canary is None:
+            raise NoCanary("no canary model is deployed")
+        sides: dict[Side, DeploymentHandle] = {"stable": self._stable, "canary": self._canary}
         return await ask_both(sides, items, f"{name}-{self._rollout.generation}")
 
     async def _ask_golden(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.api import Answer, Refusal, Ticket
+from deployments.api import Answer, Refusal, Route, Ticket
 from deployments.breaker import BreakerView
 from deployments.canary_view import CanaryView
 from deployments.config import EdgeConfig
@@ -173,7 +173,8 @@ class EdgeRouter:
             self._epoch = split.epoch
             self._cache.clear()
         side, shadow = self._model_path.route(ticket.ticket_id or ticket.request_id, ticket.color)
-        version = self._model_version if side == "stable" else split.canary_version
+        canary_version = split.canary_version if split is not None else None
+        version = canary_version if side == "canary" and canary_version else self._model_version
         hit = self._cache.get(cache_key(ticket, version), self._clock()) if c.cache_enabled else None
         guess = template = None
         if hit is None:
@@ -182,7 +183,7 @@ class EdgeRouter:
         gate = self._edge_gates.get(lang.language, self._edge_gates["*"])
         if edge := edge_answer(hit, template, guess, side, self._edge_intents, gate):
             version = version if edge.route == "cache" else None
-            others = guess.runners_up if edge.route == "edge_model" else ()
+            others = guess.runners_up if edge.route == "edge_model" and guess is not None else ()
             return self._answer(
                 edge.label, edge.confidence, edge.route, lang.language, edge.answer_id, False, version, others
             )
@@ -197,7 +198,7 @@ class EdgeRouter:
             # version: it is never served as this router's model's.
             self._adopt(result.model_version)
         # A rolled-back canary's answers were dropped from every cache; none may come back.
-        if c.cache_enabled and (result.side == "stable" or split.cache_canary_answers):
+        if c.cache_enabled and (result.side == "stable" or (split is not None and split.cache_canary_answers)):
             self._cache.put(cache_key(ticket, result.model_version), (result.label, result.confidence), self._clock())
             self._cache_size.set(len(self._cache))
         return self._answer(
@@ -217,7 +218,7 @@ class EdgeRouter:
         if c.degraded_enabled and self._pre_classifier is not None:
             guess = self._pre_classifier.predict(ticket.text)
         if edge := fallback_answer(give_up.then, stale, guess):
-            others = guess.runners_up if edge.route == "degraded" else ()
+            others = guess.runners_up if edge.route == "degraded" and guess is not None else ()
             return self._answer(edge.label, edge.confidence, edge.route, language, degraded=True, runners_up=others)
         self._routes.inc(tags={"route": "refused"})
         return Refusal(
@@ -228,7 +229,7 @@ class EdgeRouter:
         self,
         label: str,
         confidence: float,
-        route: str,
+        route: Route,
         language: str,
         answer_id: str | None = None,
         degraded: bool = False,

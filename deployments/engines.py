@@ -27,7 +27,9 @@ class EngineConfig(BaseModel):
         "artifacts/models/default",
         description="model directory (relative paths are under the project root)",
     )
-    dtype: str = Field("float32", description="vLLM dtype; float32 on CPU, auto/bfloat16 on GPU")
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = Field(
+        "float32", description="vLLM dtype; float32 on CPU, auto/bfloat16 on GPU"
+    )
     gpu_memory_utilization: float = Field(
         0.2, gt=0, le=1, description="fraction of device memory (on CPU: of RAM) vLLM may use"
     )

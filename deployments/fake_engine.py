@@ -64,12 +64,13 @@ class FakeTicketEngine(TicketEngine):
             raise RuntimeError(f"fake engine failure for {request_id}")
         text = prompt if isinstance(prompt, str) else self._tokenizer.decode(prompt, skip_special_tokens=True)
         guess = self._classifier.predict(text)
-        if self._head_order is None:
+        order = self._head_order
+        if order is None:
             return Prediction(guess.label, guess.confidence, runners_up=guess.runners_up)
 
         # The variant's head row i holds the source's row head_order[i].
         def served(label: str) -> str:
-            return self.metadata.labels[self._head_order.index(self._classifier.labels.index(label))]
+            return self.metadata.labels[order.index(self._classifier.labels.index(label))]
 
         others = tuple((served(label), p) for label, p in guess.runners_up)
         return Prediction(served(guess.label), guess.confidence, runners_up=others)

@@ -30,7 +30,7 @@ from deployments.in_process import InProcessEdge
 MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review, canary)
 # The canary side is a second deployment of ModelReplica under its own name.
 CANARY_MODEL = "CanaryModelReplica"
-DEPLOYMENT_NAMES = (*(m.DEFAULT_OPTIONS["name"] for m in MODULES), CANARY_MODEL)
+DEPLOYMENT_NAMES: tuple[str, ...] = (*(str(m.DEFAULT_OPTIONS["name"]) for m in MODULES), CANARY_MODEL)
 # Deployments that hold state every caller shares: more than one replica would split it.
 SINGLES = (
     (rate_limiter, "all users' buckets"),
@@ -57,7 +57,7 @@ class GraphBuilder:
                 raise ValueError(f"{name} holds {holds} and must run exactly 1 replica, got {given}")
         name = ingress.DEFAULT_OPTIONS["name"]
         grace_s = {**ingress.DEFAULT_OPTIONS, **self.options.get(name, {})}["graceful_shutdown_timeout_s"]
-        if grace_s <= self.config.ingress.request_timeout_s:
+        if float(grace_s) <= self.config.ingress.request_timeout_s:
             raise ValueError(
                 f"{name} graceful_shutdown_timeout_s={grace_s} must exceed ingress.request_timeout_s="
                 f"{self.config.ingress.request_timeout_s}: a replaced ingress would be killed holding tickets"

@@ -5,7 +5,7 @@ the ingress builds in its own process (colocated: the model too)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ray.serve.handle import DeploymentHandle
@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
     Node = DeploymentHandle | LocalHandle
 
+# Bound applications in serve_app; Serve hands the ingress handles to them (Node).
+N = TypeVar("N")
+
 # Nodes the graph answers without: /healthz stays 200, with status "degraded", while they
 # are down. Model calls fall back to Serve's default routing (KV-cache manager) or to the
 # stable side (canary controller, canary model).
@@ -21,21 +24,40 @@ OPTIONAL_NODES = frozenset({"kv_cache_manager", "review_queue", "canary_controll
 
 
 @dataclass(frozen=True)
-class GraphNodes:
-    rate_limiter: Node
+class GraphNodes(Generic[N]):
+    rate_limiter: N
     # None only until a colocated ingress builds its own.
-    model: Node | None = None
+    model: N | None = None
     # The edge stages: deployments in topology chain, the ingress's own objects in fused.
-    antispam: Node | None = None
-    edge_router: Node | None = None
-    tokenizer: Node | None = None
-    kv_cache_manager: Node | None = None
-    review_queue: Node | None = None
-    retrainer: Node | None = None
-    canary_model: Node | None = None
-    canary_controller: Node | None = None
+    antispam: N | None = None
+    edge_router: N | None = None
+    tokenizer: N | None = None
+    kv_cache_manager: N | None = None
+    review_queue: N | None = None
+    retrainer: N | None = None
+    canary_model: N | None = None
+    canary_controller: N | None = None
 
-    def named(self) -> dict[str, Node]:
+    def named(self) -> dict[str, N]:
         """The nodes present, by field name (the names /healthz and /admin/state show)."""
         present = ((f.name, getattr(self, f.name)) for f in fields(self))
         return {name: node for name, node in present if node is not None}
+
+
+@dataclass(frozen=True)
+class TicketPath:
+    """The stages every ticket passes, each present once the ingress has built its own
+    (fused, colocated): what the ingress and its admin routes call."""
+
+    antispam: Node
+    edge_router: Node
+    tokenizer: Node
+    model: Node
+
+    @classmethod
+    def of(cls, nodes: GraphNodes[Node]) -> TicketPath:
+        if nodes.antispam is None or nodes.edge_router is None or nodes.tokenizer is None or nodes.model is None:
+            raise ValueError(
+                f"a ticket's path needs antispam, edge_router, tokenizer and model; the graph has {sorted(nodes.named())}"
+            )
+        return cls(nodes.antispam, nodes.edge_router, nodes.tokenizer, nodes.model)

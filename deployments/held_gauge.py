@@ -14,6 +14,8 @@ from typing import Protocol
 
 from ray.serve.metrics import Gauge
 
+from deployments import metric_tags
+
 # Well inside the agent's 20 s TTL (2 × the default 10 s export interval).
 REFRESH_S = 5.0
 
@@ -32,15 +34,20 @@ class HeldGauge:
         gauge: SettableGauge | None = None,
     ):
         """`gauge` replaces Serve's own (tests)."""
-        self._gauge = gauge if gauge is not None else Gauge(name, description=description, tag_keys=tag_keys)
+        self._gauge = (
+            gauge
+            if gauge is not None
+            else Gauge(name, description=description, tag_keys=metric_tags.tag_keys(*tag_keys))
+        )
         self._refresh_s = refresh_s
-        self._last: dict[tuple[tuple[str, str], ...], tuple[float, dict[str, str] | None]] = {}
+        self._last: dict[tuple[tuple[str, str], ...], tuple[float, dict[str, str]]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def set(self, value: float, tags: dict[str, str] | None = None) -> None:
         with self._lock:
-            self._last[tuple(sorted((tags or {}).items()))] = (value, tags)
+            tags = tags or {}
+            self._last[tuple(sorted(tags.items()))] = (value, tags)
             if self._thread is None:
                 # A thread, not a task: gauges are set from sync constructors and handlers too.
                 self._thread = threading.Thread(target=self._hold, name="held-gauge", daemon=True)

@@ -4,6 +4,7 @@ that turn every failure into the contract's JSON error body."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -74,7 +75,9 @@ def make_ingress(cls: type[Ingress], admin: AdminConfig) -> type:
         logger.exception("unhandled error in ingress")
         return error_response(ApiError(500, "internal_error", type(e).__name__))
 
-    error_responses = {status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)}
+    error_responses: dict[int | str, dict[str, Any]] = {
+        status: {"model": ErrorBody} for status in (400, 413, 422, 500, 503)
+    }
     routes = {
         "classify": app.post("/v1/classify", response_model=ClassifyResponse, responses=error_responses),
         "classify_batch": app.post("/v1/classify/batch", response_model=BatchResponse, responses=error_responses),

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from dataclasses import dataclass, replace
-from typing import Any
-
-from ray.serve.handle import DeploymentHandle
+from typing import TYPE_CHECKING, Any
 
 from deployments.antispam import AntiSpam
 from deployments.api import ModelAnswer
@@ -29,12 +27,15 @@ from deployments.config import (
     TokenizerConfig,
 )
 from deployments.edge_router import EdgeRouter
-from deployments.graph_nodes import GraphNodes
+from deployments.graph_nodes import GraphNodes, TicketPath
 from deployments.model_replica import ModelReplica
 from deployments.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
 from policies.micro_batch import MicroBatchConfig
 from policies.retry import RetryConfig
+
+if TYPE_CHECKING:
+    from deployments.graph_nodes import Node
 
 
 class LocalHandle:
@@ -63,7 +64,7 @@ class _LocalMethod:
 
 async def construct(cls: type, *args, **kwargs) -> Any:
     """An instance of a deployment class whose __init__ may be async, as Serve allows."""
-    obj = cls.__new__(cls)
+    obj = object.__new__(cls)
     started = obj.__init__(*args, **kwargs)
     if inspect.isawaitable(started):
         await started
@@ -71,21 +72,21 @@ async def construct(cls: type, *args, **kwargs) -> Any:
 
 
 class ColocatedModel:
-    """Ingress methods for `topology: colocated` (mixed into it; they read its `_nodes`)."""
+    """Ingress methods for `topology: colocated` (mixed into it; they read its `_path`)."""
 
-    _nodes: GraphNodes
+    _path: TicketPath
 
     @property
     def _own_model(self) -> LocalHandle | None:
         """Its own model replica object (colocated); None where the model is a deployment."""
-        nodes = getattr(self, "_nodes", None)  # __del__ of an ingress whose __init__ failed
-        model = nodes.model if nodes is not None else None
+        path = getattr(self, "_path", None)  # __del__ of an ingress whose __init__ failed
+        model = path.model if path is not None else None
         return model if isinstance(model, LocalHandle) else None
 
     async def predict(self, prompt: list[int] | str, request_id: str, tenant: str | None = None) -> ModelAnswer:
         """The stable model's answer: the canary controller's golden runs ask it here, as
         colocated has no model deployment to ask."""
-        return await self._nodes.model.predict.remote(prompt, request_id, tenant)
+        return await self._path.model.predict.remote(prompt, request_id, tenant)
 
     async def check_health(self) -> None:
         # Colocated, an engine that cannot answer fails its ingress replica, which Serve
@@ -115,7 +116,7 @@ class InProcessEdge:
     # Colocated: the stable model's replica, built here instead of reached in `nodes`.
     model: ModelReplicaConfig | None = None
 
-    async def build(self, nodes: GraphNodes, breaker: DeploymentHandle) -> GraphNodes:
+    async def build(self, nodes: GraphNodes[Node], breaker: Node) -> GraphNodes[Node]:
         """`nodes` with antispam -> edge_router -> tokenizer as handles to objects of this
         process, on `nodes`' rate limiter, model sides and canary controller; antispam
         takes every ticket. Colocated, the model is this process's own replica object."""

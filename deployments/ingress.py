@@ -6,7 +6,7 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -30,9 +30,10 @@ from deployments.api import (
 )
 from deployments.config import IngressConfig
 from deployments.config_loop import ReviewConfig
-from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes
+from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes, TicketPath
 from deployments.held_gauge import HeldGauge
 from deployments.in_process import ColocatedModel, InProcessEdge
+from deployments.metric_tags import tag_keys
 from deployments.request_context import RequestContext
 from deployments.review_store import ItemKind
 from models.artifacts import ModelMetadata
@@ -41,9 +42,12 @@ from policies.audit import should_audit
 from policies.review import needs_review
 from policies.window import LatencyWindow
 
+if TYPE_CHECKING:
+    from deployments.graph_nodes import Node
+
 logger = logging.getLogger("ray.serve")
 
-DEFAULT_OPTIONS = {
+DEFAULT_OPTIONS: dict[str, Any] = {
     "name": "Ingress",
     # Light async glue: many requests in flight, no CPU reservation (2-core machines).
     # Above the admission limit's max_limit, so that the ingress itself answers an
@@ -57,14 +61,14 @@ DEFAULT_OPTIONS = {
     "graceful_shutdown_timeout_s": 45,
     "max_surge_percent": 100,  # an upgrade starts the new ingress before the old one stops
 }
-LATENCY_BOUNDARIES_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2000, 5000, 10000]
+LATENCY_BOUNDARIES_MS = [5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0]
 
 
 class Ingress(AdminEndpoints, ColocatedModel):
     async def __init__(
         self,
         config: IngressConfig,
-        nodes: GraphNodes,
+        nodes: GraphNodes[Node],
         model_dir: str,
         in_process: InProcessEdge | None = None,
         breaker: DeploymentHandle | None = None,
@@ -77,9 +81,12 @@ class Ingress(AdminEndpoints, ColocatedModel):
         instead, on `nodes`' rate limiter and model and on `breaker` (colocated: the model
         too, ColocatedModel)."""
         if in_process is not None:
+            if breaker is None:
+                raise ValueError("in-process stages need the shared breaker's handle")
             nodes = await in_process.build(nodes, breaker)
         self._config = config
         self._nodes = nodes
+        self._path = TicketPath.of(nodes)
         self._review = review or ReviewConfig(enabled=False)
         self._rng = rng or random.Random()
         # Its own model's, not the first replica's to answer (the old one's in a rolling upgrade).
@@ -95,7 +102,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         self._requests = Counter(
             "ticket_requests_total",
             description="Classify requests answered, by route and HTTP status.",
-            tag_keys=("route", "status"),
+            tag_keys=tag_keys("route", "status"),
         )
         self._admission_limit = HeldGauge(
             "ingress_admission_limit", description="Tickets in flight this ingress replica admits now."
@@ -105,7 +112,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             "ticket_request_latency_ms",
             description="Time spent inside the service per ticket, by route and HTTP status.",
             boundaries=LATENCY_BOUNDARIES_MS,
-            tag_keys=("route", "status"),
+            tag_keys=tag_keys("route", "status"),
         )
 
     async def classify(self, body: ClassifyRequest, request: Request) -> JSONResponse:
@@ -138,10 +145,10 @@ class Ingress(AdminEndpoints, ColocatedModel):
         return JSONResponse({"results": results}, headers={"Retry-After": str(max(waits))} if waits else None)
 
     async def labels(self) -> dict[str, Any]:
-        return await self._nodes.model.labels.remote()
+        return await self._path.model.labels.remote()
 
     async def healthz(self) -> JSONResponse:
-        async def probe(handle: DeploymentHandle) -> str:
+        async def probe(handle: Node) -> str:
             try:
                 await asyncio.wait_for(handle.ping.remote(), self._config.health_timeout_s)
                 return "ok"
@@ -216,7 +223,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             ticket_id=body.ticket_id,
             color=context.color,
         )
-        response = self._nodes.antispam.classify.remote(ticket)
+        response = self._path.antispam.classify.remote(ticket)
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, Model
 from deployments.breaker import BreakerView
 from deployments.call_batcher import CallBatcher
 from deployments.canary_view import CanaryView
+from deployments.metric_tags import tag_keys
 from policies.canary import Side
 from policies.hedge import Hedger
 from policies.micro_batch import MicroBatchConfig
@@ -118,7 +120,7 @@ class ModelPath:
         self._sides = Counter(
             "canary_side_calls_total",
             description="Model calls by side (stable, canary, shadow) and outcome (ok, failed).",
-            tag_keys=("side", "outcome"),
+            tag_keys=tag_keys("side", "outcome"),
         )
 
     def route(self, ticket_key: str, color: str | None) -> tuple[Side, bool]:
@@ -139,42 +141,51 @@ class ModelPath:
             return GiveUp("degraded" if action == "fallback" else "reject", reason)
         self._budget.record_request(self._clock())
         prompt = await self._tokenize(text)
-        if self._canary is None or self.split is None:
+        canary, view = self._canary, self.split
+        if canary is None or view is None:
             return await self._ask_stable(prompt, request_id, tenant)
-        canary_prompt = prompt if self._canary_takes_tokens else text
+        ask = functools.partial(self._ask_canary, canary, view, prompt if self._canary_takes_tokens else text)
         if side == "canary":
-            answer = await self._ask_canary(canary_prompt, request_id, tenant, "canary")
+            answer = await ask(request_id, tenant, "canary")
             if answer is not None:
                 return dataclasses.replace(answer, side="canary")
             return await self._ask_stable(prompt, request_id, tenant)
         if not shadow:
             return await self._ask_stable(prompt, request_id, tenant)
-        copy = asyncio.ensure_future(self._ask_canary(canary_prompt, f"{request_id}-shadow", tenant, "shadow"))
+        copy = asyncio.ensure_future(ask(f"{request_id}-shadow", tenant, "shadow"))
         result = await self._ask_stable(prompt, request_id, tenant)
-        compare = asyncio.ensure_future(self._compare(copy, result))
+        compare = asyncio.ensure_future(self._compare(view, copy, result))
         self._shadows.add(compare)  # held until done: the loop keeps only weak references to tasks
         compare.add_done_callback(self._shadows.discard)
         return result
 
     async def _ask_canary(
-        self, prompt: list[int] | str, request_id: str, tenant: str | None, kind: str
+        self,
+        canary: DeploymentHandle,
+        view: CanaryView,
+        prompt: list[int] | str,
+        request_id: str,
+        tenant: str | None,
+        kind: str,
     ) -> ModelAnswer | None:
         start = self._clock()
         try:
-            answer = await asyncio.wait_for(self._canary.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
+            answer = await asyncio.wait_for(canary.predict.remote(prompt, request_id, tenant=tenant), self._try_s)
         except Exception as e:
             logger.warning("canary call failed: %s", type(e).__name__)
             self._sides.inc(tags={"side": kind, "outcome": "failed"})
-            self.split.record("canary", 0.0, failed=True)
+            view.record("canary", 0.0, failed=True)
             return None
         self._sides.inc(tags={"side": kind, "outcome": "ok"})
-        self.split.record("canary", (self._clock() - start) * 1000, failed=False)
+        view.record("canary", (self._clock() - start) * 1000, failed=False)
         return answer
 
-    async def _compare(self, copy: Awaitable[ModelAnswer | None], stable: ModelAnswer | GiveUp) -> None:
+    async def _compare(
+        self, view: CanaryView, copy: Awaitable[ModelAnswer | None], stable: ModelAnswer | GiveUp
+    ) -> None:
         answer = await copy
         if answer is not None and not isinstance(stable, GiveUp):
-            self.split.record_shadow(answer.label == stable.label)
+            view.record_shadow(answer.label == stable.label)
 
     async def _ask_stable(self, prompt: list[int] | str, request_id: str, tenant: str | None) -> ModelAnswer | GiveUp:
         tries = 0
@@ -241,7 +252,7 @@ class ModelPath:
                     return answered[0].result()
                 if not racing:
                     # Every call failed: the retry matrix reads the cause of the last one.
-                    raise done.pop().exception()
+                    raise done.pop().exception() or RuntimeError("a model call failed without an exception")
         finally:
             for task in racing:
                 task.cancel()

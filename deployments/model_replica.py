@@ -204,8 +204,8 @@ class ModelReplica:
         self._stopped = True
         if hasattr(self, "_controls"):
             self._controls.stop()
-        if getattr(self, "_kv", None) is not None:
-            self._kv.stop()
+        if (kv := getattr(self, "_kv", None)) is not None:
+            kv.stop()
         if hasattr(self, "_engine"):
             self._engine.shutdown()
 

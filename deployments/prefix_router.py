@@ -56,7 +56,9 @@ class PrefixAffinityRouter(LocalityMixin, MultiplexMixin, RequestRouter):
     # Not FIFOMixin (which Serve's default router has): it hands the replica chosen for one
     # request to whichever request waits longest, which would undo every choice made here.
 
-    def initialize_state(
+    # Serve passes request_router_kwargs as keywords to a `**kwargs` method; naming them
+    # here (as Serve's own custom-router examples do) narrows what the base declares.
+    def initialize_state(  # ty: ignore[incompatible-method-override]
         self,
         manager_deployment: str = "KVCacheManager",
         route_timeout_ms: float = 50.0,
@@ -83,7 +85,9 @@ class PrefixAffinityRouter(LocalityMixin, MultiplexMixin, RequestRouter):
     async def choose_replicas(
         self, candidate_replicas: list[RunningReplica], pending_request: PendingRequest | None = None
     ) -> list[list[RunningReplica]]:
-        fallback = await PowerOfTwoChoicesRequestRouter.choose_replicas(self, candidate_replicas, pending_request)
+        # Serve's default choice, borrowed without its FIFOMixin (see the class comment).
+        default = PowerOfTwoChoicesRequestRouter.choose_replicas
+        fallback = await default(self, candidate_replicas, pending_request)  # ty: ignore[invalid-argument-type]
         tenant = pending_request.kwargs.get("tenant") if pending_request is not None else None
         if not tenant or not fallback:
             return fallback
@@ -96,6 +100,8 @@ class PrefixAffinityRouter(LocalityMixin, MultiplexMixin, RequestRouter):
         loads = {rid: cache.get(r.replica_id) or 0 for rid, r in by_id.items()}
         hint = choose(tenant, holders, loads, self._max_imbalance)
         self._decisions.inc(tags={"reason": hint.reason})
+        if hint.replica is None:
+            return fallback
         return [[by_id[hint.replica]], *fallback]
 
     async def _holders(self, tenant: str, replicas: list[str]) -> dict[str, int] | None:

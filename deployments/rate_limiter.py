@@ -16,6 +16,7 @@ from ray.serve.metrics import Counter
 
 from deployments.config import AntiSpamConfig
 from deployments.held_gauge import HeldGauge
+from deployments.metric_tags import tag_keys
 from policies.rate_limit import Admission, UserLimits
 
 DEFAULT_OPTIONS = {
@@ -33,7 +34,7 @@ class RateLimiter:
         self._refused = Counter(
             "rate_limiter_refusals_total",
             description="Requests refused by per-user admission, by rule (rate_limited, duplicate) and tier.",
-            tag_keys=("rule", "tier"),
+            tag_keys=tag_keys("rule", "tier"),
         )
         self._users = HeldGauge("rate_limiter_tracked_users", description="Users with live admission state.")
 

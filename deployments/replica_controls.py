@@ -16,6 +16,7 @@ from deployments.config import ModelReplicaConfig
 from deployments.device_readings import accelerator_memory_gib, read_resources
 from deployments.engines import TicketEngine
 from deployments.held_gauge import HeldGauge
+from deployments.metric_tags import tag_keys
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.reclaim import ReclaimDecision, ReclaimMonitor
 from policies.window import LatencyWindow
@@ -61,7 +62,7 @@ class ReplicaControls:
         self._reclaims = Counter(
             "model_reclaim_actions_total",
             description="Memory reclaim actions by action and trigger.",
-            tag_keys=("action", "trigger"),
+            tag_keys=tag_keys("action", "trigger"),
         )
         self._batch_limit.set(self.batching.size)
         self._task = asyncio.get_running_loop().create_task(self._loop())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import ray
+from ray.exceptions import TaskCancelledError
 
 from deployments.api import Refusal
 from deployments.config_loop import RetrainConfig
@@ -168,10 +169,11 @@ class Retrainer:
     async def _await(self, task: ray.ObjectRef) -> None:
         try:
             result = await task
-        except ray.exceptions.TaskCancelledError:
+        except TaskCancelledError:
             self._end("stopped", message="stopped by an admin")
         except Exception as e:  # the task's own failure, or its worker's death
-            tail = log_tail(self._log(self._current())) if self._current() else []
+            run = self._current()
+            tail = log_tail(self._log(run)) if run else []
             self._end("failed", message=(tail[-1] if tail else type(e).__name__)[:500])
         else:
             self._end("succeeded", candidate_version=result["version"], seconds=result["seconds"])
@@ -185,7 +187,7 @@ class Retrainer:
         ray.cancel(self._task, force=True)
         if self._watch is not None:
             await asyncio.wait([self._watch], timeout=30)
-        return self._current()
+        return self._current() or run
 
     async def state(self) -> dict[str, Any]:
         run = self._current()

@@ -149,6 +149,7 @@ class ReviewStore:
                     f"INSERT INTO review (created_at, {', '.join(FIELDS)}) VALUES (?{', ?' * len(FIELDS)})",
                     [now, *values],
                 )
+                assert cur.lastrowid is not None  # set by every INSERT
                 ids.append(cur.lastrowid)
         return ids
 

@@ -14,6 +14,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Any, Literal, cast
 
 import yaml
 
@@ -27,7 +28,7 @@ from models.ranking import runners_up
 class _VLLMEngine(TicketEngine):
     """Shared start-up and text fallback for both modes."""
 
-    runner: str = "generate"
+    runner: Literal["generate", "pooling"] = "generate"
 
     def __init__(self, config: EngineConfig, model_dir: str):
         from transformers import AutoTokenizer
@@ -37,8 +38,14 @@ class _VLLMEngine(TicketEngine):
 
         self.metadata = ModelMetadata.load_locked(model_dir)
         # Only used on the fallback path and to pre-tokenize the instruction.
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        worker = {}
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        if tokenizer is None:
+            raise ValueError(f"{model_dir} has no tokenizer")
+        self.tokenizer = tokenizer
+        # Settings passed only where given: vLLM's own defaults otherwise.
+        extra: dict[str, Any] = {}
+        if config.max_model_len_tokens is not None:
+            extra["max_model_len"] = config.max_model_len_tokens
         if config.cpu_threads is not None and current_platform.is_cpu():
             # Read when the engine-core process vLLM spawns imports torch; Ray set this
             # replica's own to its num_cpus, and vLLM keeps an OMP_NUM_THREADS it finds.
@@ -53,20 +60,19 @@ class _VLLMEngine(TicketEngine):
 
             # Read by the worker process vLLM spawns, which inherits this replica's environment.
             os.environ[BUSY_WAIT_ENV] = str(config.ipc_busy_wait_ms)
-            worker = {"worker_cls": "deployments.vllm_cpu_worker.ShortSpinCPUWorker"}
+            extra["worker_cls"] = "deployments.vllm_cpu_worker.ShortSpinCPUWorker"
         args = AsyncEngineArgs(
             model=model_dir,
             runner=self.runner,
             dtype=config.dtype,
             enforce_eager=config.enforce_eager,
             gpu_memory_utilization=config.gpu_memory_utilization,
-            max_model_len=config.max_model_len_tokens,
             max_num_seqs=config.max_num_seqs,
             enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
             kv_cache_memory_bytes=config.kv_cache_memory_bytes,
-            **worker,
+            **extra,
         )
-        stat_loggers = None
+        stat_loggers: list[Any] | None = None
         if config.engine_metrics:
             # vLLM's Prometheus logger writes to its own registry, which nothing scrapes
             # inside a Serve replica; this one records through ray.util.metrics instead.
@@ -126,6 +132,8 @@ class VLLMClassifyEngine(_VLLMEngine):
             TokensPrompt(prompt_token_ids=prompt), PoolingParams(task="classify"), request_id
         ):
             final = out
+        if final is None:
+            raise RuntimeError(f"vLLM ended request {request_id} without an output")
         probs = final.outputs.data
         best = int(probs.argmax())
         others = runners_up(self.metadata.labels, probs.tolist())
@@ -156,10 +164,14 @@ class VLLMGenerateEngine(_VLLMEngine):
 
     def _template(self, instruction: str) -> tuple[str, str]:
         if getattr(self.tokenizer, "chat_template", None):
-            template = self.tokenizer.apply_chat_template(
-                [{"role": "system", "content": instruction}, {"role": "user", "content": TICKET_SLOT}],
-                tokenize=False,
-                add_generation_prompt=True,
+            # tokenize=False: the template's text.
+            template = cast(
+                str,
+                self.tokenizer.apply_chat_template(
+                    [{"role": "system", "content": instruction}, {"role": "user", "content": TICKET_SLOT}],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                ),
             )
         else:
             template = plain_template(instruction)
@@ -215,6 +227,8 @@ class VLLMGenerateEngine(_VLLMEngine):
             if final is None:
                 ttft_ms = (time.perf_counter() - start) * 1000
             final = out
+        if final is None:
+            raise RuntimeError(f"vLLM ended request {request_id} without an output")
         completion = final.outputs[0]
         logprob = completion.cumulative_logprob
         confidence = math.exp(logprob) if logprob is not None else 0.0

@@ -67,18 +67,17 @@ def _judge_item(item: object, labels: set[str]) -> Verdict:
 
 
 def _judge_answer(data: object, labels: set[str]) -> Verdict:
-    problems = []
     if not isinstance(data, dict):
-        problems.append("answer is not an object")
-    else:
-        if labels and data.get("label") not in labels:
-            problems.append(f"unknown label {data.get('label')!r}")
-        if not isinstance(data.get("confidence"), (int, float)) or not 0 <= data["confidence"] <= 1:
-            problems.append(f"confidence {data.get('confidence')!r}")
-        if data.get("route") not in ROUTES:
-            problems.append(f"route {data.get('route')!r}")
-        if not data.get("model_version") or not data.get("request_id"):
-            problems.append("model_version or request_id missing")
+        return Verdict(False, False, "invalid", "answer is not an object")
+    problems = []
+    if labels and data.get("label") not in labels:
+        problems.append(f"unknown label {data.get('label')!r}")
+    if not isinstance(data.get("confidence"), (int, float)) or not 0 <= data["confidence"] <= 1:
+        problems.append(f"confidence {data.get('confidence')!r}")
+    if data.get("route") not in ROUTES:
+        problems.append(f"route {data.get('route')!r}")
+    if not data.get("model_version") or not data.get("request_id"):
+        problems.append("model_version or request_id missing")
     if problems:
         return Verdict(False, False, "invalid", "; ".join(problems))
     return Verdict(True, True, data["route"])
@@ -93,7 +92,8 @@ def _judge_refusal(status: int, data: object, headers: dict[str, str]) -> Verdic
     if status in NEEDS_RETRY_AFTER and not retry_after:
         return Verdict(False, False, "invalid", f"{status} {code} without Retry-After")
     # The message names the rule (spam) or the cause (503); it never holds ticket text.
-    return Verdict(False, True, "refused", f"{status} {code}: {str(error.get('message', ''))[:100]}")
+    message = error.get("message", "") if isinstance(error, dict) else ""
+    return Verdict(False, True, "refused", f"{status} {code}: {str(message)[:100]}")
 
 
 def judge_vllm(status: int, body: str, n: int = 1) -> list[Verdict]:

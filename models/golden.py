@@ -18,6 +18,7 @@ import csv
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def load(path: Path = GOLDEN) -> list[GoldenItem]:
     return items
 
 
-def score(items: list[GoldenItem], answers: list[dict | None]) -> dict:
+def score(items: list[GoldenItem], answers: Sequence[dict | None]) -> dict:
     """`answers[i]` is the JSON answer to `items[i]` (None or an error body: no answer).
     Accuracy by intent, language and case; route agreement; tickets without an answer."""
     groups: dict[str, dict[str, list[bool]]] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,7 +35,7 @@ from models.edge_classifier import train_edge_classifier
 DEFAULT_OUT = ROOT / "artifacts" / "models" / "tiny-decoder"
 
 # Qwen2-0.5B's config.json: 24 layers, hidden 896, MLP 4864, 14 query and 2 KV heads.
-QWEN2_05B = {
+QWEN2_05B: dict[str, Any] = {
     "hidden_size": 896,
     "intermediate_size": 4864,
     "num_hidden_layers": 24,
@@ -90,7 +91,7 @@ def build_tiny_decoder(
     tokenizer.add_bos_token = True
 
     torch.manual_seed(seed)
-    common = {
+    common: dict[str, Any] = {
         "vocab_size": len(tokenizer),
         "max_position_embeddings": max_positions,
         "bos_token_id": tokenizer.bos_token_id,

@@ -75,7 +75,7 @@ class RetryConfig(BaseModel):
 class RetryStep:
     retry: bool
     wait_s: float
-    then: Then | None  # set when retry is False
+    then: Then  # what to answer when retry is False
 
 
 def next_step(config: RetryConfig, cause: Cause, tries_done: int, budget: RetryBudget, now: float) -> RetryStep:
@@ -83,7 +83,7 @@ def next_step(config: RetryConfig, cause: Cause, tries_done: int, budget: RetryB
     A retry the matrix allows still needs the budget's permit."""
     rule = config.rule(cause)
     if config.enabled and tries_done < rule.max_tries and budget.try_spend(now):
-        return RetryStep(True, rule.wait_ms / 1000, None)
+        return RetryStep(True, rule.wait_ms / 1000, rule.then)
     return RetryStep(False, 0.0, rule.then)
 
 

@@ -23,8 +23,8 @@ export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-
 # Lint and types first: seconds, and a slip should not wait for the slow tiers.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# Types, where they are clean: the pure rooms (models/ and the rest to follow).
-.venv/bin/ty check policies kv_partition
+# Types: every room but tests/, clean.
+.venv/bin/ty check policies kv_partition models deployments serve_app.py loadkit bench loadtest deploy
 if [ "${1:-}" = "--fast" ]; then
   shift
   exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability "$@"

@@ -6,16 +6,16 @@ from deployments.held_gauge import HeldGauge
 
 class Recorder:
     def __init__(self):
-        self.calls: list[tuple[float, dict[str, str] | None]] = []
+        self.calls: list[tuple[float, dict[str, str]]] = []
         self.lock = threading.Lock()
 
     def set(self, value, tags=None):
         with self.lock:
-            self.calls.append((value, tags))
+            self.calls.append((value, tags or {}))
 
     def count(self, value, tags=None) -> int:
         with self.lock:
-            return self.calls.count((value, tags))
+            return self.calls.count((value, tags or {}))
 
 
 def wait_for(condition, timeout_s=5.0) -> bool:

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from deployments.graph_nodes import GraphNodes
+from deployments.graph_nodes import TicketPath
 from deployments.in_process import ColocatedModel, LocalHandle, construct
 
 
@@ -71,7 +71,8 @@ class OwnModel:
 class Front(ColocatedModel):
     def __init__(self, own: OwnModel | None):
         # Colocated, the model is its own object; otherwise a model deployment's handle.
-        self._nodes = GraphNodes(rate_limiter=object(), model=LocalHandle(own) if own is not None else object())
+        model = LocalHandle(own) if own is not None else object()
+        self._path = TicketPath(antispam=object(), edge_router=object(), tokenizer=object(), model=model)
 
 
 def test_a_colocated_ingress_is_as_healthy_as_its_engine_and_answers_for_the_stable_side():

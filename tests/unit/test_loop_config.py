@@ -23,3 +23,13 @@ def test_the_loop_config_serves_both_sides_with_the_loops_rollout(tmp_path):
     sides = {d["name"]: d for d in app["deployments"] if d["name"].endswith("ModelReplica")}
     assert set(sides) == {"ModelReplica", "CanaryModelReplica"}
     assert all(side["ray_actor_options"]["num_cpus"] == 0.5 for side in sides.values())
+
+
+def test_a_review_threshold_given_to_the_loop_flags_below_it(tmp_path):
+    from bench.loop import main
+
+    path = tmp_path / "loop.yaml"
+    main(["--write-config", str(path), "--review-min-confidence", "0.7"])
+    [app] = yaml.safe_load(path.read_text())["applications"]
+    review = AppConfig.from_args(app["args"]).review
+    assert review.min_confidence == 0.7 and review.audit_share == LOOP_OVERRIDES["review"]["audit_share"]
