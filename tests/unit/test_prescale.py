@@ -1,0 +1,75 @@
+"""Pre-scaling ahead of a surge (policies.prescale) and the Serve policy that applies it
+over the reactive count (deployments.autoscaling), on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from deployments.autoscaling import QueueLatencyPolicy
+from policies.prescale import LoadSample, PrescaleConfig, ScheduledSurge, prescale
+from tests.unit.test_model_path import context
+
+PROMO = ScheduledSurge(start_unix_s=10_000, end_unix_s=17_200, load_multiple=10)
+CONFIG = PrescaleConfig(schedule=(PROMO,), lead_s=300, reserve_replicas=1, give_back_after_s=600)
+
+
+def flat(now: float, load: float, seconds: float = 60) -> list[LoadSample]:
+    return [LoadSample(now - seconds + t, load) for t in range(0, int(seconds) + 1, 5)]
+
+
+def test_a_scheduled_surge_gets_its_replicas_and_a_reserve_from_its_lead_time_to_its_end():
+    # Baseline 64 requests in flight at 64 per replica: 10x needs 10 replicas, plus 1 warm.
+    before = prescale(CONFIG, 9_600, flat(9_600, 64), 64, 64, 16)
+    assert before.floor == 0
+    lead = prescale(CONFIG, 9_700, flat(9_700, 64), 64, 64, 16)
+    assert lead.floor == 11 and "scheduled surge at 10x" in lead.reason
+    during = prescale(CONFIG, 12_000, flat(12_000, 600), 64, 64, 16)
+    assert during.floor == 11
+    assert prescale(CONFIG, 17_200, flat(17_200, 64), 64, 64, 16).floor == 0
+    assert prescale(CONFIG, 9_700, flat(9_700, 64), 64, 64, 8).floor == 8  # never above max
+
+
+def test_a_scheduled_surge_that_does_not_come_gives_its_replicas_back():
+    # 600 s after the start the load is still under half the expected 640: released.
+    early = prescale(CONFIG, 10_500, flat(10_500, 100), 64, 64, 16)
+    assert early.floor == 11  # still waiting for it
+    late = prescale(CONFIG, 10_700, flat(10_700, 100), 64, 64, 16)
+    assert late.floor == 0 and "did not come" in late.reason
+
+
+def test_a_growing_load_is_projected_ahead_and_a_steady_one_is_not():
+    config = PrescaleConfig(growth_window_s=60, growth_trigger=1.5, horizon_s=60, reserve_replicas=1)
+    growing = [LoadSample(1_000 + t, 100 * 2 ** (t / 60)) for t in range(0, 61, 5)]  # doubles per minute
+    ahead = prescale(config, 1_060, growing, 100, 50, 32)
+    # 200 now, doubling again in the next 60 s: 400 at 50 per replica = 8, plus 1.
+    assert ahead.floor == 9 and "growth 2.00x" in ahead.reason
+    assert prescale(config, 1_060, flat(1_060, 200), 200, 50, 32).floor == 0
+    slow = [LoadSample(1_000 + t, 100 * 1.2 ** (t / 60)) for t in range(0, 61, 5)]
+    assert prescale(config, 1_060, slow, 100, 50, 32).floor == 0
+    assert prescale(config, 1_060, growing[-2:], 100, 50, 32).floor == 0  # 5 s of samples: no rate
+
+
+def test_a_surge_must_end_after_it_starts():
+    with pytest.raises(ValidationError, match="end_unix_s=5.0 must be after start_unix_s=10.0"):
+        ScheduledSurge(start_unix_s=10, end_unix_s=5, load_multiple=3)
+
+
+def test_the_serve_policy_raises_the_reactive_count_to_the_floor_and_keeps_the_baseline():
+    policy = QueueLatencyPolicy(
+        target_ongoing_per_replica=64,
+        prescale={"schedule": [PROMO.model_dump()], "lead_s": 300, "reserve_replicas": 1},
+    )
+
+    def at(now: float, replicas: int, ongoing: float):
+        ctx = context(replicas, ongoing, None)
+        ctx.current_time = now
+        ctx.capacity_adjusted_max_replicas = 16
+        return policy(ctx)
+
+    for t in range(9_500, 9_700, 10):
+        assert at(t, 1, 64)[0] == 1  # steady at baseline 64: one replica
+    replicas, state = at(9_710, 1, 64)  # within the lead time
+    assert replicas == 11 and state["last_reason"].startswith("ahead of a surge: scheduled surge at 10x")
+    # The surge's own load does not become its baseline: still 10 x 64 expected.
+    assert at(10_100, 11, 640)[0] == 11
