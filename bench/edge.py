@@ -77,9 +77,9 @@ class Screen:
     """The anti-spam filter and the edge router's language check, as the graph runs them."""
 
     def __init__(self):
-        from deployments.antispam import load_letter_pairs
         from deployments.config import AntiSpamConfig, EdgeConfig
-        from deployments.edge_router import py3langid_identifier
+        from deployments.nodes.antispam import load_letter_pairs
+        from deployments.nodes.edge_router import py3langid_identifier
         from policies.rate_limit import UserLimits
         from policies.spam import SpamRules
 

@@ -263,3 +263,7 @@ def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         parts.append(f"{loc}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)
+
+
+class NoCanary(Exception):
+    """A rollout action without a canary model."""

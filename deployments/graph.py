@@ -9,23 +9,22 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
-from deployments import (
+from deployments.callers import prefix_router
+from deployments.config import AppConfig, KVCacheConfig
+from deployments.http import http_app, ingress
+from deployments.nodes import (
     antispam,
     breaker,
     canary,
     edge_router,
-    http_app,
-    ingress,
     kv_manager,
     model_replica,
-    prefix_router,
     rate_limiter,
     retrainer,
     review,
     tokenizer,
 )
-from deployments.config import AppConfig
-from deployments.in_process import InProcessEdge
+from deployments.nodes.in_process import InProcessEdge
 
 MODULES = (ingress, antispam, rate_limiter, edge_router, tokenizer, model_replica, breaker, kv_manager, review, canary)
 # The canary side is a second deployment of ModelReplica under its own name.
@@ -39,6 +38,20 @@ SINGLES = (
     (review, "the review queue's SQLite file (one writer)"),
     (canary, "the rollout's split and judge"),
 )
+
+
+def prefix_router_config(config: KVCacheConfig) -> dict:
+    """The model replica's `request_router_config` deployment option."""
+    return {
+        "request_router_class": f"{prefix_router.__name__}:{prefix_router.PrefixAffinityRouter.__name__}",
+        "request_router_kwargs": {
+            "manager_deployment": kv_manager.DEFAULT_OPTIONS["name"],
+            "route_timeout_ms": config.route_timeout_ms,
+            "hint_ttl_ms": config.hint_ttl_ms,
+            "manager_retry_s": config.manager_retry_s,
+            "max_imbalance_requests": config.registry.max_imbalance_requests,
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,7 @@ class GraphBuilder:
             return None
         options = model_replica.DEFAULT_OPTIONS
         if kv is not None and self.config.kv_cache.affinity_routing:
-            options = {**options, "request_router_config": prefix_router.router_config(self.config.kv_cache)}
+            options = {**options, "request_router_config": prefix_router_config(self.config.kv_cache)}
         return self._deployment(model_replica.ModelReplica, options).bind(
             config=self.config.model, breaker=shared_breaker, kv_manager=kv, kv_cache=self.config.kv_cache
         )

@@ -4,15 +4,42 @@ the ingress builds in its own process (colocated: the model too)."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ray.serve.handle import DeploymentHandle
 
-    from deployments.in_process import LocalHandle
 
+class LocalHandle:
+    """`handle.method.remote(*args)` on an object in this process: an asyncio task, which
+    the caller awaits or cancels as it would a DeploymentResponse."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        return _LocalMethod(getattr(self.target, name))
+
+
+class _LocalMethod:
+    def __init__(self, method):
+        self._method = method
+
+    def remote(self, *args, **kwargs) -> asyncio.Future:
+        result = self._method(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return asyncio.ensure_future(result)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(result)
+        return done
+
+
+if TYPE_CHECKING:
     Node = DeploymentHandle | LocalHandle
+
 
 # Bound applications in serve_app; Serve hands the ingress handles to them (Node).
 N = TypeVar("N")

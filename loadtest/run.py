@@ -48,7 +48,7 @@ import httpx
 import yaml
 
 from deployments.config import EDGE_OFF
-from deployments.device_readings import cuda_available
+from deployments.engines.device_readings import cuda_available
 from deployments.ray_env import cluster_env
 from loadtest.options import add_shared, forward, scaled_stage_users
 from loadtest.pinning import EnginePinner, parse_cpus

@@ -1,7 +1,7 @@
 """Per-user admission: a token bucket per user and tier, and a duplicate-text window.
 
 One `UserLimits` must see all of a user's requests for its counts to be right; the
-graph keeps it in a single actor (deployments/rate_limiter.py) that every anti-spam
+graph keeps it in a single actor (deployments/nodes/rate_limiter.py) that every anti-spam
 replica asks.
 """
 

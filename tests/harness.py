@@ -57,7 +57,7 @@ def classify_args(model_dir: str, **sections) -> dict:
 
 
 def fake_args(model_dir: str, **sections) -> dict:
-    """The same graph on the fake engine (deployments/fake_engine.py): the model's labels,
+    """The same graph on the fake engine (deployments/engines/fake.py): the model's labels,
     thresholds and tokenizer, answers from its pre-classifier, no vLLM."""
     return {
         **SHIPPED_TOPOLOGY,

@@ -1,5 +1,5 @@
 """The fake-engine tier: the whole graph (HTTP, anti-spam, edge, tokenizer, replica
-controls, breaker, canary, review) around deployments/fake_engine.py instead of vLLM."""
+controls, breaker, canary, review) around deployments/engines/fake.py instead of vLLM."""
 
 from __future__ import annotations
 

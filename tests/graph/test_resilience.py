@@ -53,7 +53,7 @@ def resilient(ray_serve, default_model_dir):
         "min_replicas": 1,
         "max_replicas": 1,
         "policy": {
-            "policy_function": "deployments.autoscaling:QueueLatencyPolicy",
+            "policy_function": "deployments.control.autoscaling:QueueLatencyPolicy",
             "policy_kwargs": {"target_ongoing_per_replica": 64, "p95_target_ms": 1000},
         },
     }

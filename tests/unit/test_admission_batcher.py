@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from deployments.antispam import AdmissionBatcher
+from deployments.nodes.antispam import AdmissionBatcher
 from policies.rate_limit import Admission
 
 

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from deployments.batch_slots import AdjustableLimit
+from deployments.control.batch_slots import AdjustableLimit
 
 
 async def _occupy(limit, started, release):

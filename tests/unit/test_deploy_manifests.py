@@ -53,7 +53,7 @@ def test_the_rayservice_serves_the_gpu_config():
 def test_a_replaced_ingress_outlives_every_ticket_it_holds(name):
     """`serve deploy` of a changed config stops the old ingress; it must answer the tickets it
     holds (each ends within ingress.request_timeout_s) before Serve kills it."""
-    from deployments import ingress
+    from deployments.http import ingress
 
     app = yaml.safe_load((ROOT / name).read_text())["applications"][0]
     given = next((d for d in app["deployments"] if d["name"] == "Ingress"), {})

@@ -69,7 +69,7 @@ def test_lru_ttl_cache_bounded_in_bytes():
 
 def test_the_result_cache_keys_a_ticket_by_digest():
     from deployments.api import Ticket
-    from deployments.result_cache import cache_entry_bytes, cache_key
+    from deployments.nodes.result_cache import cache_entry_bytes, cache_key
 
     short = cache_key(Ticket(text="where is my order", request_id="r", tenant="acme"), "v1")
     long = cache_key(Ticket(text="where is my order " * 500, request_id="r", tenant="acme"), "v1")

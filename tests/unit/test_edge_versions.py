@@ -9,8 +9,8 @@ from pathlib import Path
 
 from deployments.api import Answer, ModelAnswer, Ticket
 from deployments.config import EDGE_OFF, EdgeConfig
-from deployments.edge_router import EdgeRouter
-from deployments.in_process import construct
+from deployments.nodes.edge_router import EdgeRouter
+from deployments.nodes.in_process import construct
 from models.artifacts import ModelMetadata
 from models.variant import derive
 from policies.breaker import BreakerConfig

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from deployments import fake_engine
 from deployments.engines import EngineConfig
-from deployments.gpu_profile import GPU_E5_SMALL, GpuProfile, StepBatcher
+from deployments.engines import fake as fake_engine
+from deployments.engines.gpu_profile import GPU_E5_SMALL, GpuProfile, StepBatcher
 
 SMALL = GpuProfile(step_overhead_ms=4.0, per_token_us=1000.0, max_num_seqs=4, max_batched_tokens=100, start_s=0.0)
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from deployments.api import ModelAnswer, ModelUnavailable
-from deployments.model_path import GiveUp, ModelPath
+from deployments.callers.model_path import GiveUp, ModelPath
 from policies.hedge import HedgeConfig, Hedger
 from policies.retry import RetryConfig
 

@@ -1,7 +1,7 @@
 import threading
 import time
 
-from deployments.held_gauge import HeldGauge
+from deployments.metrics.held_gauge import HeldGauge
 
 
 class Recorder:

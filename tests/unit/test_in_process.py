@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from deployments.graph_nodes import TicketPath
-from deployments.in_process import ColocatedModel, LocalHandle, construct
+from deployments.graph_nodes import LocalHandle, TicketPath
+from deployments.nodes.in_process import ColocatedModel, construct
 
 
 class Stage:

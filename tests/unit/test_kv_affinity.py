@@ -8,8 +8,8 @@ import collections
 
 from deployments.config import KVCacheConfig
 from deployments.engines import Prediction
-from deployments.kv_manager import KVCacheManager, PrefixUse
-from deployments.kv_reporter import KVReporter
+from deployments.nodes.kv_manager import KVCacheManager, PrefixUse
+from deployments.nodes.kv_reporter import KVReporter
 from kv_partition.affinity import choose, home_replica
 
 REPLICAS = ["r1", "r2", "r3"]

@@ -72,3 +72,40 @@ def test_no_module_imports_a_higher_room(path):
     higher = set().union(*ROOMS[:level]) | APART.get(room, set())
     wrong = imported(ast.parse(path.read_text(encoding="utf-8"))) & higher
     assert not wrong, f"{path.relative_to(ROOT)} ({room}) imports {sorted(wrong)}"
+
+
+# Inside deployments/, from the top down: the graph's wiring, the HTTP front (ingress,
+# admin, console), the Serve nodes (and the parts only they use), the callers' clients of
+# other nodes and the replica's control loops, the settings, then what everything shares.
+DEPLOYMENT_ROOMS = [
+    {"graph"},
+    {"http"},
+    {"nodes"},
+    {"callers", "control"},
+    {"config", "config_loop"},
+    {"engines", "metrics", "api", "config_base", "graph_nodes", "ray_env"},
+]
+
+
+def deployments_room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "deployments" and len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "deployments").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_deployments_module_imports_a_higher_room_of_deployments(path):
+    own = path.relative_to(ROOT / "deployments").parts[0].removesuffix(".py")
+    if own == "__init__":
+        return
+    level = next(i for i, r in enumerate(DEPLOYMENT_ROOMS) if own in r)
+    higher = set().union(*DEPLOYMENT_ROOMS[:level])
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+    wrong = {m for m in modules if deployments_room(m) in higher}
+    assert not wrong, f"{path.relative_to(ROOT)} ({own}) imports {sorted(wrong)}"
+
+
+def test_every_deployments_room_is_placed():
+    rooms = {p.relative_to(ROOT / "deployments").parts[0].removesuffix(".py") for p in (ROOT / "deployments").iterdir()}
+    placed = set().union(*DEPLOYMENT_ROOMS)
+    assert rooms - {"__init__", "__pycache__"} <= placed, sorted(rooms - placed)

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from deployments.api import ModelAnswer, ModelFailure, ModelThrottled
-from deployments.call_batcher import CallBatcher
+from deployments.callers.call_batcher import CallBatcher
 from policies.micro_batch import MicroBatchConfig, send_now
 
 CONFIG = MicroBatchConfig(enabled=True, max_calls_in_flight=1, max_batch_tickets=4, max_wait_ms=1000)

@@ -7,8 +7,8 @@ from ray.serve.config import AutoscalingContext
 from ray.serve.exceptions import BackPressureError
 
 from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
-from deployments.autoscaling import QueueLatencyPolicy
-from deployments.model_path import GiveUp, ModelPath
+from deployments.callers.model_path import GiveUp, ModelPath
+from deployments.control.autoscaling import QueueLatencyPolicy
 from policies.retry import RetryConfig
 
 ANSWER = ModelAnswer("refund", 0.9, "v1")

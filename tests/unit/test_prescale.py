@@ -1,12 +1,12 @@
 """Pre-scaling ahead of a surge (policies.prescale) and the Serve policy that applies it
-over the reactive count (deployments.autoscaling), on a fake clock."""
+over the reactive count (deployments.control.autoscaling), on a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from deployments.autoscaling import QueueLatencyPolicy
+from deployments.control.autoscaling import QueueLatencyPolicy
 from policies.prescale import LoadSample, PrescaleConfig, ScheduledSurge, prescale
 from tests.unit.test_model_path import context
 

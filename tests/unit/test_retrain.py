@@ -4,7 +4,7 @@ import json
 import pytest
 
 from deployments.config_loop import RetrainConfig
-from deployments.retrainer import Retrainer, log_tail
+from deployments.nodes.retrainer import Retrainer, log_tail
 from models.build import grow_head
 from models.retrain import RetrainSettings, split_reviews, training_rows
 

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from deployments.config_loop import AdminConfig
-from deployments.review_store import ReviewStore
+from deployments.nodes.review_store import ReviewStore
 
 
 def item(i: int, **kw) -> dict:
@@ -174,7 +174,7 @@ def test_admin_token_from_config_else_environment(monkeypatch):
 
 
 def test_the_caller_role_is_the_one_whose_token_matches(monkeypatch):
-    from deployments.admin_auth import caller_role
+    from deployments.http.admin_auth import caller_role
 
     monkeypatch.delenv("TICKETSERVE_REVIEWER_TOKEN", raising=False)
     config = AdminConfig(token="admin-secret")

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from deployments.api import ModelAnswer, ModelUnavailable
-from deployments.canary import CanaryController
-from deployments.canary_evidence import golden_sample
-from deployments.canary_view import CanaryView
+from deployments.callers.canary_view import CanaryView
+from deployments.callers.model_path import ModelPath
 from deployments.config_loop import RolloutConfig
-from deployments.in_process import construct
-from deployments.model_path import ModelPath
+from deployments.nodes.canary import CanaryController
+from deployments.nodes.canary_evidence import golden_sample
+from deployments.nodes.in_process import construct
 from models.golden import GoldenItem
 from policies.retry import RetryConfig
 from policies.rollout import Split, SyncReport

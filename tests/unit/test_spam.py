@@ -4,10 +4,10 @@ import string
 
 import pytest
 
-from deployments.antispam import load_letter_pairs
 from deployments.api import normalize_text
 from deployments.config import AntiSpamConfig
 from deployments.config_base import PROJECT_ROOT
+from deployments.nodes.antispam import load_letter_pairs
 from policies.adaptive import AdaptiveThreshold, AdaptiveThresholdConfig
 from policies.rate_limit import UserLimits, text_digest
 from policies.screening import screen_locally

@@ -8,7 +8,7 @@ import csv
 import pytest
 from transformers import AutoTokenizer
 
-from deployments.tokenizer import load_encoder
+from deployments.nodes.tokenizer import load_encoder
 from models.build import BUNDLED_DATA, OOS_EVAL
 
 

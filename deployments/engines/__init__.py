@@ -1,5 +1,5 @@
 """The engine interface behind the model replica (the vLLM engines are
-deployments/vllm_engines.py, the fake one deployments/fake_engine.py), its settings and
+deployments/engines/vllm.py, the fake one deployments/engines/fake.py), its settings and
 the choice between them."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class EngineConfig(BaseModel):
         ge=0,
         description="CPU hosts with the worker in a process of its own: how long it spins for the next engine "
         "step before it sleeps; vLLM's own 1000 ms keeps a core busy at any traffic above 1 ticket/s "
-        "(deployments/vllm_cpu_worker.py); null: vLLM's",
+        "(deployments/engines/vllm_cpu_worker.py); null: vLLM's",
     )
     fake_latency_ms: float = Field(5.0, ge=0, description="fake mode: time each answer takes")
     fake_failure_rate: float = Field(0.0, ge=0, le=1, description="fake mode: share of calls that fail")
@@ -71,7 +71,7 @@ class EngineConfig(BaseModel):
     )
     fake_gpu_profile: Literal["none", "gpu-e5-small"] = Field(
         "none",
-        description="fake mode: answer at a GPU replica's cost (deployments/gpu_profile.py: batched steps, its "
+        description="fake mode: answer at a GPU replica's cost (deployments/engines/gpu_profile.py: batched steps, its "
         "concurrency ceiling and engine start, all waits) instead of fake_latency_ms and fake_start_s; none: off",
     )
     cpu_threads: int | None = Field(
@@ -156,10 +156,10 @@ class TicketEngine(Protocol):
 def start_engine(config: EngineConfig, model_dir: str) -> TicketEngine:
     """The engine class by `config.mode`, the way Ray Serve LLM picks its engine class."""
     if config.mode == "fake":
-        from deployments.fake_engine import FakeTicketEngine
+        from deployments.engines.fake import FakeTicketEngine
 
         return FakeTicketEngine(config, model_dir)
-    from deployments.vllm_engines import VLLMClassifyEngine, VLLMGenerateEngine
+    from deployments.engines.vllm import VLLMClassifyEngine, VLLMGenerateEngine
 
     cls = VLLMClassifyEngine if config.mode == "classify" else VLLMGenerateEngine
     return cls(config, model_dir)

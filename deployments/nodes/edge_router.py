@@ -12,13 +12,13 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
 from deployments.api import Answer, Refusal, Route, Ticket
-from deployments.breaker import BreakerView
-from deployments.canary_view import CanaryView
+from deployments.callers.breaker_view import BreakerView
+from deployments.callers.canary_view import CanaryView
+from deployments.callers.model_path import GiveUp, ModelPath
 from deployments.config import EdgeConfig
 from deployments.config_loop import RolloutConfig
-from deployments.held_gauge import HeldGauge
-from deployments.model_path import GiveUp, ModelPath
-from deployments.result_cache import cache_key, result_cache
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.nodes.result_cache import cache_key, result_cache
 from models.artifacts import ModelMetadata, metadata_mtime_ns
 from models.edge_classifier import EdgeClassifier
 from models.ranking import RunnersUp

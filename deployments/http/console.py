@@ -1,5 +1,5 @@
 """The review console's page (/console): static HTML, CSS and vanilla JS from
-deployments/console/, served on the graph's own HTTP port. The page holds no data and
+deployments/http/console/, served on the graph's own HTTP port. The page holds no data and
 needs no token; everything it shows it reads from the /admin API with the token the
 person logs in with, so the API's roles are the console's."""
 

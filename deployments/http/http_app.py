@@ -12,11 +12,11 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deployments.admin import admin_router
 from deployments.api import ApiError, BatchResponse, ClassifyResponse, ErrorBody, describe_validation_errors
 from deployments.config_loop import AdminConfig
-from deployments.console import console_router
-from deployments.ingress import Ingress
+from deployments.http.admin import admin_router
+from deployments.http.console import console_router
+from deployments.http.ingress import Ingress
 
 logger = logging.getLogger("ray.serve")
 

@@ -9,7 +9,7 @@ engine does, and answers with the model's own char n-gram pre-classifier
 by `models.variant` has no pre-classifier of its own; its source's answers go through
 the same head permutation the variant applied, so a shuffled canary is as wrong here as
 on vLLM. With `fake_gpu_profile` it answers at a GPU replica's cost instead
-(deployments/gpu_profile.py): batched steps, a concurrency ceiling and an engine start.
+(deployments/engines/gpu_profile.py): batched steps, a concurrency ceiling and an engine start.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
-from deployments.gpu_profile import PROFILES, StepBatcher
+from deployments.engines.gpu_profile import PROFILES, StepBatcher
 from models.artifacts import ModelMetadata
 from models.edge_classifier import EdgeClassifier
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ray.serve.metrics import Counter, Histogram
 
-from deployments.held_gauge import HeldGauge
-from deployments.metric_tags import tag_keys
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.metrics.metric_tags import tag_keys
 from models.artifacts import OUT_OF_SCOPE
 from policies.label_drift import LabelDrift, LabelDriftConfig
 

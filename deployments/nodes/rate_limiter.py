@@ -15,8 +15,8 @@ from collections.abc import Callable
 from ray.serve.metrics import Counter
 
 from deployments.config import AntiSpamConfig
-from deployments.held_gauge import HeldGauge
-from deployments.metric_tags import tag_keys
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.metrics.metric_tags import tag_keys
 from policies.rate_limit import Admission, UserLimits
 
 DEFAULT_OPTIONS = {

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.batch_slots import AdjustableLimit
 from deployments.config import ModelReplicaConfig
-from deployments.device_readings import accelerator_memory_gib, read_resources
+from deployments.control.batch_slots import AdjustableLimit
 from deployments.engines import TicketEngine
-from deployments.held_gauge import HeldGauge
-from deployments.metric_tags import tag_keys
+from deployments.engines.device_readings import accelerator_memory_gib, read_resources
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.metrics.metric_tags import tag_keys
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.reclaim import ReclaimDecision, ReclaimMonitor
 from policies.window import LatencyWindow

@@ -18,8 +18,8 @@ from typing import Any, Literal, cast
 
 import yaml
 
-from deployments.device_readings import cuda_available
 from deployments.engines import EngineConfig, Prediction, TicketEngine, TokenizerInfo
+from deployments.engines.device_readings import cuda_available
 from models.artifacts import ModelMetadata
 from models.prompt import TICKET_SLOT, instruction_text, plain_template
 from models.ranking import runners_up
@@ -56,11 +56,11 @@ class _VLLMEngine(TicketEngine):
             # the encode rate. vLLM reads it while it builds this engine's config.
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         elif config.ipc_busy_wait_ms is not None and current_platform.is_cpu():
-            from deployments.vllm_cpu_worker import BUSY_WAIT_ENV
+            from deployments.engines.vllm_cpu_worker import BUSY_WAIT_ENV
 
             # Read by the worker process vLLM spawns, which inherits this replica's environment.
             os.environ[BUSY_WAIT_ENV] = str(config.ipc_busy_wait_ms)
-            extra["worker_cls"] = "deployments.vllm_cpu_worker.ShortSpinCPUWorker"
+            extra["worker_cls"] = "deployments.engines.vllm_cpu_worker.ShortSpinCPUWorker"
         args = AsyncEngineArgs(
             model=model_dir,
             runner=self.runner,

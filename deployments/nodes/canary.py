@@ -1,5 +1,5 @@
 """Blue-green model sides: the canary controller (one actor). Its callers' side is
-deployments/canary_view.py; the state machine is policies/rollout.py.
+deployments/callers/canary_view.py; the state machine is policies/rollout.py.
 
 The controller owns the rollout: the canary's share of tickets, shadow mode, and the
 judge (policies.canary) that rolls the canary back or promotes it. A canary retrained
@@ -25,10 +25,11 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.canary_evidence import LiveFigures, accuracy, ask_both, golden_sample, reviewed_set
+from deployments.api import NoCanary
 from deployments.config_loop import RolloutConfig
-from deployments.held_gauge import HeldGauge
-from deployments.state_file import load_json, save_json
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.nodes.canary_evidence import LiveFigures, accuracy, ask_both, golden_sample, reviewed_set
+from deployments.nodes.state_file import load_json, save_json
 from models import registry
 from models.golden import GoldenItem, load
 from policies.canary import COLORS, Decision, Side, judge
@@ -286,7 +287,3 @@ class CanaryController:
 
     def _load(self) -> dict[str, Any] | None:
         return load_json(self._config.state_path)
-
-
-class NoCanary(Exception):
-    """A rollout action without a canary model."""

@@ -1,4 +1,4 @@
-"""A caller's view of the canary controller (deployments/canary.py): its copy of the
+"""A caller's view of the canary controller (deployments/nodes/canary.py): its copy of the
 split, and the figures it sends back."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The model path's circuit breaker, one actor shared by every caller, and the callers'
-local view of it.
+"""The model path's circuit breaker, one actor shared by every caller (their local view of
+it: deployments/callers/breaker_view.py).
 
 Callers do not ask the actor per ticket: each keeps the last action it was told and
 sends its call outcomes in batches, at most one sync in flight and one per
@@ -9,17 +9,14 @@ the few probe permits. Model replicas report their resource readings here too.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
-import math
 import time
 from collections.abc import Callable
 
-from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
-from deployments.held_gauge import HeldGauge
+from deployments.metrics.held_gauge import HeldGauge
 from policies.breaker import STATE_CODES, Action, BreakerConfig, CircuitBreaker, Resources
 
 logger = logging.getLogger("ray.serve")
@@ -85,55 +82,3 @@ class Breaker:
 
     async def ping(self) -> str:
         return "ok"
-
-
-class BreakerView:
-    """A caller's copy of the breaker's action; the breaker actor stays off the ticket path.
-
-    If the actor cannot be reached the view fails open (pass): losing the breaker must
-    not stop the graph, only its protection.
-    """
-
-    def __init__(
-        self,
-        breaker: DeploymentHandle,
-        sync_interval_s: float,
-        timeout_s: float,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self._breaker = breaker
-        self._interval_s = sync_interval_s
-        self._timeout_s = timeout_s
-        self._clock = clock
-        self.action: Action = "pass"
-        self._outcomes: list[tuple[bool, float]] = []
-        self._synced_at = -math.inf
-        self._sync: asyncio.Task | None = None
-        self.unreachable = 0
-
-    async def acquire(self) -> Action:
-        self._maybe_sync()
-        if self.action != "probe":
-            return self.action
-        try:
-            return await asyncio.wait_for(self._breaker.acquire.remote(), self._timeout_s)
-        except Exception:
-            self.unreachable += 1
-            return "pass"
-
-    def record(self, failed: bool, duration_ms: float) -> None:
-        self._outcomes.append((failed, duration_ms))
-        self._maybe_sync()
-
-    def _maybe_sync(self) -> None:
-        if (self._sync is None or self._sync.done()) and self._clock() - self._synced_at >= self._interval_s:
-            self._synced_at = self._clock()
-            self._sync = asyncio.get_running_loop().create_task(self._send())
-
-    async def _send(self) -> None:
-        outcomes, self._outcomes = self._outcomes, []
-        try:
-            self.action = await asyncio.wait_for(self._breaker.sync.remote(outcomes), self._timeout_s)
-        except Exception:
-            self.unreachable += 1
-            self.action = "pass"

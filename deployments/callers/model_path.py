@@ -23,10 +23,10 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
 from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, ModelUnavailable
-from deployments.breaker import BreakerView
-from deployments.call_batcher import CallBatcher
-from deployments.canary_view import CanaryView
-from deployments.metric_tags import tag_keys
+from deployments.callers.breaker_view import BreakerView
+from deployments.callers.call_batcher import CallBatcher
+from deployments.callers.canary_view import CanaryView
+from deployments.metrics.metric_tags import tag_keys
 from policies.canary import Side
 from policies.hedge import Hedger
 from policies.micro_batch import MicroBatchConfig

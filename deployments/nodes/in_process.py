@@ -12,12 +12,10 @@ no Serve hop at all (the engine and the ingress then scale together).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from deployments.antispam import AntiSpam
 from deployments.api import ModelAnswer
 from deployments.config import (
     AntiSpamConfig,
@@ -26,40 +24,17 @@ from deployments.config import (
     RolloutConfig,
     TokenizerConfig,
 )
-from deployments.edge_router import EdgeRouter
-from deployments.graph_nodes import GraphNodes, TicketPath
-from deployments.model_replica import ModelReplica
-from deployments.tokenizer import Tokenizer
+from deployments.graph_nodes import GraphNodes, LocalHandle, TicketPath
+from deployments.nodes.antispam import AntiSpam
+from deployments.nodes.edge_router import EdgeRouter
+from deployments.nodes.model_replica import ModelReplica
+from deployments.nodes.tokenizer import Tokenizer
 from policies.breaker import BreakerConfig
 from policies.micro_batch import MicroBatchConfig
 from policies.retry import RetryConfig
 
 if TYPE_CHECKING:
     from deployments.graph_nodes import Node
-
-
-class LocalHandle:
-    """`handle.method.remote(*args)` on an object in this process: an asyncio task, which
-    the caller awaits or cancels as it would a DeploymentResponse."""
-
-    def __init__(self, target: Any):
-        self.target = target
-
-    def __getattr__(self, name: str) -> _LocalMethod:
-        return _LocalMethod(getattr(self.target, name))
-
-
-class _LocalMethod:
-    def __init__(self, method):
-        self._method = method
-
-    def remote(self, *args, **kwargs) -> asyncio.Future:
-        result = self._method(*args, **kwargs)
-        if inspect.isawaitable(result):
-            return asyncio.ensure_future(result)
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(result)
-        return done
 
 
 async def construct(cls: type, *args, **kwargs) -> Any:

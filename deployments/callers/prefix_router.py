@@ -29,27 +29,11 @@ from ray.serve.request_router import (
     RunningReplica,
 )
 
-from deployments import kv_manager
-from deployments.config import KVCacheConfig
 from kv_partition.affinity import choose
 
 logger = logging.getLogger("ray.serve")
 
 CONNECT_TIMEOUT_S = 5.0
-
-
-def router_config(config: KVCacheConfig) -> dict:
-    """The model replica's `request_router_config` deployment option."""
-    return {
-        "request_router_class": f"{__name__}:PrefixAffinityRouter",
-        "request_router_kwargs": {
-            "manager_deployment": kv_manager.DEFAULT_OPTIONS["name"],
-            "route_timeout_ms": config.route_timeout_ms,
-            "hint_ttl_ms": config.hint_ttl_ms,
-            "manager_retry_s": config.manager_retry_s,
-            "max_imbalance_requests": config.registry.max_imbalance_requests,
-        },
-    }
 
 
 class PrefixAffinityRouter(LocalityMixin, MultiplexMixin, RequestRouter):

@@ -1,5 +1,5 @@
 """The /admin API: review queue, rollout and cache controls on a router whose every route
-needs the bearer token (deployments/admin_auth.py)."""
+needs the bearer token (deployments/http/admin_auth.py)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from deployments.admin_auth import Role, documented, json_body, require_token
 from deployments.api import (
     ApiError,
     EraseRequest,
     ErrorBody,
+    NoCanary,
     ProposeRequest,
     Refusal,
     ResolveRequest,
     RollbackRequest,
     SplitRequest,
 )
-from deployments.canary import NoCanary
 from deployments.config import IngressConfig
 from deployments.config_loop import AdminConfig
 from deployments.graph_nodes import GraphNodes, TicketPath
+from deployments.http.admin_auth import Role, documented, json_body, require_token
 from policies.admission import AdaptiveConcurrency
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Model replica deployment: one vLLM engine, continuous batching inside it. Its controls
-(batch knob, memory reclaim) are deployments/replica_controls.py; its KV-cache manager
-reports, deployments/kv_reporter.py."""
+(batch knob, memory reclaim) are deployments/control/replica_controls.py; its KV-cache manager
+reports, deployments/nodes/kv_reporter.py."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from ray.serve.metrics import Counter
 
 from deployments.api import ModelAnswer, ModelFailure, ModelOutOfMemory, ModelThrottled, ModelUnavailable
 from deployments.config import FaultConfig, KVCacheConfig, ModelReplicaConfig
+from deployments.control.replica_controls import ReplicaControls
 from deployments.engines import TokenizerInfo, start_engine
-from deployments.faults import FaultInjector
-from deployments.held_gauge import HeldGauge
-from deployments.kv_reporter import KVReporter
-from deployments.replica_controls import ReplicaControls
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.nodes.faults import FaultInjector
+from deployments.nodes.kv_reporter import KVReporter
 from models.artifacts import OUT_OF_SCOPE
 from models.registry import target
 
@@ -129,7 +129,7 @@ class ModelReplica:
     async def predict_many(
         self, prompts: list[list[int] | str], request_ids: list[str], tenant: str | None = None
     ) -> list[ModelAnswer | ModelFailure]:
-        """The tickets one caller held, in one call (deployments/call_batcher.py): Serve's
+        """The tickets one caller held, in one call (deployments/callers/call_batcher.py): Serve's
         per-call cost is paid once. Each ticket is admitted, answered and counted on its
         own, and a failure stays that ticket's."""
         results = await asyncio.gather(
@@ -143,7 +143,7 @@ class ModelReplica:
         return self._faults.config.model_dump()
 
     def record_autoscaling_stats(self) -> dict[str, float]:
-        """Custom metrics for deployments.autoscaling.QueueLatencyPolicy."""
+        """Custom metrics for deployments.control.autoscaling.QueueLatencyPolicy."""
         return {"p95_ms": self._controls.p95_ms() or 0.0}
 
     def tokenizer_info(self) -> TokenizerInfo:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ray.serve.metrics import Gauge
 
-from deployments import metric_tags
+from deployments.metrics import metric_tags
 
 # Well inside the agent's 20 s TTL (2 × the default 10 s export interval).
 REFRESH_S = 5.0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ray.serve.metrics import Counter
 
 from deployments.config import KVCacheConfig
-from deployments.held_gauge import HeldGauge
+from deployments.metrics.held_gauge import HeldGauge
 from kv_partition.registry import PrefixRegistry
 from policies.window import nearest_rank
 

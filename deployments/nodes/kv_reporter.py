@@ -1,4 +1,4 @@
-"""The model replica's side of the KV-cache manager (deployments/kv_manager.py)."""
+"""The model replica's side of the KV-cache manager (deployments/nodes/kv_manager.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ray.serve.handle import DeploymentHandle
 
 from deployments.config import KVCacheConfig
 from deployments.engines import Prediction, TicketEngine
-from deployments.kv_manager import PrefixUse
+from deployments.nodes.kv_manager import PrefixUse
 
 logger = logging.getLogger("ray.serve")
 

@@ -16,8 +16,6 @@ from ray.serve.exceptions import BackPressureError
 from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter, Histogram
 
-from deployments.admin import AdminEndpoints
-from deployments.answer_metrics import AnswerMetrics
 from deployments.api import (
     Answer,
     ApiError,
@@ -31,11 +29,13 @@ from deployments.api import (
 from deployments.config import IngressConfig
 from deployments.config_loop import ReviewConfig
 from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes, TicketPath
-from deployments.held_gauge import HeldGauge
-from deployments.in_process import ColocatedModel, InProcessEdge
-from deployments.metric_tags import tag_keys
-from deployments.request_context import RequestContext
-from deployments.review_store import ItemKind
+from deployments.http.admin import AdminEndpoints
+from deployments.http.request_context import RequestContext
+from deployments.metrics.answer_metrics import AnswerMetrics
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.metrics.metric_tags import tag_keys
+from deployments.nodes.in_process import ColocatedModel, InProcessEdge
+from deployments.nodes.review_store import ItemKind
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
 from policies.audit import should_audit

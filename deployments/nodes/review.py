@@ -1,5 +1,5 @@
 """The review queue: `ReviewQueue` is the one deployment that owns the review store
-(deployments/review_store.py): it records the answers the model was unsure of and the
+(deployments/nodes/review_store.py): it records the answers the model was unsure of and the
 audit samples, serves the admin API's reads and people's actions, reports the queue's
 gauges and deletes items past their retention period.
 """
@@ -15,8 +15,8 @@ from typing import Any
 from ray.serve.metrics import Counter
 
 from deployments.config_loop import ReviewConfig
-from deployments.held_gauge import HeldGauge
-from deployments.review_store import ITEM_KINDS, ItemKind, Proposal, ProposalStatus, ReviewStore, utc_now
+from deployments.metrics.held_gauge import HeldGauge
+from deployments.nodes.review_store import ITEM_KINDS, ItemKind, Proposal, ProposalStatus, ReviewStore, utc_now
 from policies.audit import AuditEstimate
 
 DEFAULT_OPTIONS = {

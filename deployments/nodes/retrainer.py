@@ -27,8 +27,8 @@ from ray.exceptions import TaskCancelledError
 
 from deployments.api import Refusal
 from deployments.config_loop import RetrainConfig
-from deployments.review_store import ReviewStore, utc_now
-from deployments.state_file import load_json, save_json
+from deployments.nodes.review_store import ReviewStore, utc_now
+from deployments.nodes.state_file import load_json, save_json
 from models import registry
 
 DEFAULT_OPTIONS = {
