@@ -2,7 +2,8 @@
 # Set up, then run the tests. No option: the whole suite (unit, the graph on the fake
 # engine, then the real-vLLM tier); the README's command and CI's.
 #   --fast   unit + fake-engine graph tier, without the reliability drills (overload,
-#            replica and node loss, isolation: minutes of load each); no vLLM engine starts
+#            replica and node loss, isolation: minutes of load each) and the rollout tests
+#            (a canary judged, a retrain built); no vLLM engine starts
 # Other arguments go to pytest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +28,6 @@ export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-
 .venv/bin/ty check policies kv_partition models deployments serve_app.py loadkit bench loadtest deploy
 if [ "${1:-}" = "--fast" ]; then
   shift
-  exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability "$@"
+  exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout" "$@"
 fi
 exec .venv/bin/python -m pytest -v -rs --durations=40 "$@"

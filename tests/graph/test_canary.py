@@ -20,6 +20,8 @@ from models.golden import load
 from models.variant import derive
 from tests.harness import fake_args, running
 
+pytestmark = pytest.mark.rollout
+
 TOKEN = "test-rollout-token-9c1e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CANARY = {"x-traffic-color": "canary"}

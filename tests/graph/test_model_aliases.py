@@ -16,6 +16,8 @@ from models.variant import derive
 from tests.graph.test_canary import AUTH, TEXTS, rollout, rollout_args, wait_for
 from tests.harness import running
 
+pytestmark = pytest.mark.rollout
+
 POLICY = {
     "min_compared": 20,
     "min_canary_answers": 5,

@@ -15,6 +15,8 @@ import pytest
 from deployments.config import EDGE_OFF
 from tests.harness import fake_args, running
 
+pytestmark = pytest.mark.rollout
+
 APP = "retrained"
 ADMIN = {"Authorization": "Bearer retrain-admin-token-2c7d"}
 REVIEWER = {"Authorization": "Bearer retrain-reviewer-token-8a0f"}
