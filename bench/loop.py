@@ -17,17 +17,19 @@ onto shipped labels by loadkit.bitext) into stream and test by a hash of the tex
 
 A new taxonomy from little data (Banking77: 77 banking intents the bundled model lacks):
 
-    bash scripts/loop_serve.sh --banking77   # builds the seed model (10 rows per intent), serves it
+    bash scripts/loop_serve.sh --banking77 --review-min-confidence 0.8   # seed model, served
     python -m bench.loop --banking77 --rounds 3 --reviews-per-round 500 --audit-per-round 0 \
-        --fill-with-audits --tickets-per-round 2300 --out bench/results/loop_banking77.json
-    python -m bench.loop --banking77 --random-arm bench/results/loop_banking77.json  # graph not needed
+        --fill-with-audits --tickets-per-round 2300 --out bench/results/loop_banking77_uncertain.json
+    python -m bench.loop --banking77 --random-arm bench/results/loop_banking77_uncertain.json  # graph not needed
 
 `--banking77` takes bench.quality's Banking77 split: its test part is the test set; of the
 rest, 10 rows per intent build the seed model, 120 are the canary's golden set
 (var/banking77/golden.csv) and the others stream; the templates (written for the bundled
 labels) are off. `--random-arm` then trains the same retrains from the seed on as many
 randomly chosen stream rows per round as people resolved, and scores both arms' models
-offline (the model's own forward pass) on the test set.
+offline (the model's own forward pass) on the test set. Flagged items are resolved least
+confident first; `--review-min-confidence` (with `--write-config`, which loop_serve.sh
+passes its arguments to) flags about as many as people resolve a round.
 """
 
 from __future__ import annotations
