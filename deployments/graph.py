@@ -1,5 +1,7 @@
-"""One builder per Serve node of the graph. serve_app.bind_graph wires them; every
-topology (chain, fused, colocated) binds each node through the same builder."""
+"""One builder per Serve node of the graph; serve_app.bind_graph wires them. The edge
+stages (anti-spam, edge router, tokenizer) take the same arguments in every topology
+(InProcessEdge's): chain binds them as deployments, fused and colocated build them in the
+ingress."""
 
 from __future__ import annotations
 
@@ -144,31 +146,21 @@ class GraphBuilder:
         )
 
     def tokenizer(self, model: Application | None) -> Application:
-        return self._deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(
-            config=self.config.tokenizer, model=model, model_dir=self.model_dir
-        )
+        args = self.in_process_edge().tokenizer_args(model)
+        return self._deployment(tokenizer.Tokenizer, tokenizer.DEFAULT_OPTIONS).bind(**args)
 
     def edge_router(self, **nodes: Application | None) -> Application:
         """`nodes`: tokenizer, model, breaker, controller and canary."""
-        cfg = self.config
-        return self._deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(
-            config=cfg.edge,
-            model_dir=self.model_dir,
-            breaker_config=cfg.breaker,
-            retry=cfg.retry,
-            micro_batch=cfg.micro_batch,
-            rollout=cfg.rollout,
-            **nodes,
-        )
+        args = self.in_process_edge().edge_router_args(**nodes)
+        return self._deployment(edge_router.EdgeRouter, edge_router.DEFAULT_OPTIONS).bind(**args)
 
     def antispam(self, limiter: Application, next_node: Application) -> Application:
-        return self._deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(
-            config=self.config.antispam, limiter=limiter, next_node=next_node
-        )
+        args = self.in_process_edge().antispam_args(limiter, next_node)
+        return self._deployment(antispam.AntiSpam, antispam.DEFAULT_OPTIONS).bind(**args)
 
     def in_process_edge(self) -> InProcessEdge:
-        """Topologies fused and colocated: the edge stages (and, colocated, the model) as
-        the ingress's own objects."""
+        """The edge stages' settings: built by the ingress in topologies fused and colocated
+        (colocated: the model too), bound as deployments in chain from the same arguments."""
         cfg = self.config
         return InProcessEdge(
             antispam=cfg.antispam,

@@ -91,6 +91,31 @@ class InProcessEdge:
     # Colocated: the stable model's replica, built here instead of reached in `nodes`.
     model: ModelReplicaConfig | None = None
 
+    # Each stage's arguments, given its neighbours: topology chain binds the same ones as
+    # deployments (deployments/graph.py), so both topologies wire a stage alike.
+    def tokenizer_args(self, model: Any) -> dict[str, Any]:
+        return {"config": self.tokenizer, "model": model, "model_dir": self.model_dir}
+
+    def edge_router_args(
+        self, tokenizer: Any, model: Any, breaker: Any, controller: Any, canary: Any
+    ) -> dict[str, Any]:
+        return {
+            "config": self.edge,
+            "tokenizer": tokenizer,
+            "model": model,
+            "model_dir": self.model_dir,
+            "breaker": breaker,
+            "breaker_config": self.breaker,
+            "retry": self.retry,
+            "controller": controller,
+            "canary": canary,
+            "rollout": self.rollout,
+            "micro_batch": self.micro_batch,
+        }
+
+    def antispam_args(self, limiter: Any, next_node: Any) -> dict[str, Any]:
+        return {"config": self.antispam, "limiter": limiter, "next_node": next_node}
+
     async def build(self, nodes: GraphNodes[Node], breaker: Node) -> GraphNodes[Node]:
         """`nodes` with antispam -> edge_router -> tokenizer as handles to objects of this
         process, on `nodes`' rate limiter, model sides and canary controller; antispam
@@ -99,26 +124,8 @@ class InProcessEdge:
             model = LocalHandle(await construct(ModelReplica, config=self.model, breaker=breaker))
         else:
             model = nodes.model
-        tokenizer = LocalHandle(
-            await construct(Tokenizer, config=self.tokenizer, model=model, model_dir=self.model_dir)
-        )
-        edge = LocalHandle(
-            await construct(
-                EdgeRouter,
-                config=self.edge,
-                tokenizer=tokenizer,
-                model=model,
-                model_dir=self.model_dir,
-                breaker=breaker,
-                breaker_config=self.breaker,
-                retry=self.retry,
-                controller=nodes.canary_controller,
-                canary=nodes.canary_model,
-                rollout=self.rollout,
-                micro_batch=self.micro_batch,
-            )
-        )
-        antispam = LocalHandle(
-            await construct(AntiSpam, config=self.antispam, limiter=nodes.rate_limiter, next_node=edge)
-        )
+        tokenizer = LocalHandle(await construct(Tokenizer, **self.tokenizer_args(model)))
+        edge_args = self.edge_router_args(tokenizer, model, breaker, nodes.canary_controller, nodes.canary_model)
+        edge = LocalHandle(await construct(EdgeRouter, **edge_args))
+        antispam = LocalHandle(await construct(AntiSpam, **self.antispam_args(nodes.rate_limiter, edge)))
         return replace(nodes, antispam=antispam, edge_router=edge, tokenizer=tokenizer, model=model)
