@@ -73,18 +73,21 @@ def _need(load: float, target_per_replica: float, reserve: int) -> int:
     return math.ceil(load / target_per_replica) + reserve
 
 
+def _due(config: PrescaleConfig, now_s: float) -> list[ScheduledSurge]:
+    """The scheduled surges within their lead time or on at `now_s`."""
+    return [s for s in config.schedule if s.start_unix_s - config.lead_s <= now_s < s.end_unix_s]
+
+
 def surge_due(config: PrescaleConfig, now_s: float) -> bool:
     """A scheduled surge is within its lead time or on: the load before it stays its baseline."""
-    return any(s.start_unix_s - config.lead_s <= now_s < s.end_unix_s for s in config.schedule)
+    return bool(_due(config, now_s))
 
 
 def scheduled_floor(
     config: PrescaleConfig, now_s: float, load: float, baseline: float, target_per_replica: float
 ) -> Prescale:
     """`baseline`: the load before the surge's lead time began (the caller holds it)."""
-    for surge in config.schedule:
-        if not surge.start_unix_s - config.lead_s <= now_s < surge.end_unix_s:
-            continue
+    for surge in _due(config, now_s):
         expected = max(baseline, 1.0) * surge.load_multiple
         if now_s >= surge.start_unix_s + config.give_back_after_s and load < expected / 2:
             return Prescale(0, f"scheduled surge at {surge.load_multiple:g}x did not come: load {load:.0f}")
