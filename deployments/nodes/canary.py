@@ -233,9 +233,7 @@ class CanaryController:
                 logger.exception("canary judge round failed")
 
     async def _ask(self, name: str, items: list[GoldenItem]) -> dict[Side, list[str | None]]:
-        if self._canary is None:
-            raise NoCanary("no canary model is deployed")
-        sides: dict[Side, DeploymentHandle] = {"stable": self._stable, "canary": self._canary}
+        sides: dict[Side, DeploymentHandle] = {"stable": self._stable, "canary": self._require_canary()}
         return await ask_both(sides, items, f"{name}-{self._rollout.generation}")
 
     async def _ask_golden(self) -> dict[str, Any]:
@@ -278,9 +276,10 @@ class CanaryController:
         self._percent_gauge.set(change.to_percent)
         self._save()
 
-    def _require_canary(self) -> None:
+    def _require_canary(self) -> DeploymentHandle:
         if self._canary is None:
             raise NoCanary("no canary model is deployed (rollout.canary_model_dir is null)")
+        return self._canary
 
     def _save(self) -> None:
         save_json(self._config.state_path, self._rollout.saved())
