@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from bench.stamp import stamped
 from loadkit import generators
 from loadkit.graph_args import merged, shipped_args
 from loadkit.stats import percentile
@@ -139,7 +140,7 @@ def print_table(rows: list[dict]) -> str:
 def write_results(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=2, default=lambda o: asdict(o)))
+    path.write_text(json.dumps(stamped(payload), indent=2, default=lambda o: asdict(o)))
     print(f"wrote {path}")
     return path
 

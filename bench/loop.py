@@ -52,6 +52,7 @@ import httpx
 import yaml
 
 from bench.quality import ask, flagged, load_split, offline_answerer
+from bench.stamp import stamped
 from loadkit.bitext import load_bitext
 from models.artifacts import read_labelled_rows, write_labelled_rows
 from models.build import hashed_point
@@ -435,7 +436,8 @@ def main(argv: list[str] | None = None) -> None:
     random.Random(1).shuffle(stream)
     if a.random_arm:
         result = json.loads(a.random_arm.read_text())
-        result["offline"] = random_arm(result, stream, test, result["tickets_per_round"])
+        # Stamped apart: the loop's own stamp stays the loop run's.
+        result["offline"] = stamped(random_arm(result, stream, test, result["tickets_per_round"]))
         a.random_arm.write_text(json.dumps(result, indent=2))
         plot(result, a.random_arm.with_suffix(".png"))
         return
@@ -464,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
         "tickets_per_round": a.tickets_per_round,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=2))
+    a.out.write_text(json.dumps(stamped(out), indent=2))
     plot(out, a.out.with_suffix(".png"))
     print(
         f"{'round':>5} {'model':<34} {'acc':>6} {'right flagged':>13} {'wrong unflagged':>15} {'reviewed':>8} {'audited':>7} {'retrain s':>9}  verdict"

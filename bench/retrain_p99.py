@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.stamp import stamped
 from models.golden import load
 from policies.window import nearest_rank
 
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         "p99_ratio": round(during["p99_ms"] / idle["p99_ms"], 2) if idle["p99_ms"] and during["p99_ms"] else None,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(result, indent=2))
+    a.out.write_text(json.dumps(stamped(result), indent=2))
     print(f"{'phase':<16} {'sent':>6} {'answered':>8} {'failed':>6} {'P50 ms':>8} {'P99 ms':>8}")
     for name, phase in (("idle", idle), ("during retrain", during)):
         print(
