@@ -4,10 +4,12 @@ mean the same."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from policies.window import nearest_rank
 
 
-def percentile(values: list[float], q: float, digits: int | None = None) -> float | None:
+def percentile(values: Sequence[float], q: float, digits: int | None = None) -> float | None:
     """q in 0..100; None without values; rounded to `digits` when given."""
     if not values:
         return None

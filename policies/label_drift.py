@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +28,7 @@ class LabelDriftConfig(BaseModel):
     min_answers: int = Field(200, ge=1, description="answers needed in the window before a distance is reported")
 
 
-def js_distance(p: dict[str, float], q: dict[str, float]) -> float:
+def js_distance(p: Mapping[str, float], q: Mapping[str, float]) -> float:
     """Jensen-Shannon distance (square root of the divergence, base 2) of two label mixes;
     each is normalized here, so counts do as well as shares."""
     labels = set(p) | set(q)
@@ -35,7 +36,7 @@ def js_distance(p: dict[str, float], q: dict[str, float]) -> float:
     if sp <= 0 or sq <= 0:
         raise ValueError("both mixes need a positive total")
 
-    def kl(a: dict[str, float], sa: float, b: dict[str, float], sb: float) -> float:
+    def kl(a: Mapping[str, float], sa: float, b: Mapping[str, float], sb: float) -> float:
         # Kullback-Leibler of `a` to the midpoint mixture of a and b.
         total = 0.0
         for label in labels:
@@ -52,7 +53,9 @@ def js_distance(p: dict[str, float], q: dict[str, float]) -> float:
 class LabelDrift:
     """The recent answers' label mix against a reference mix (the training data's)."""
 
-    def __init__(self, config: LabelDriftConfig, reference: dict[str, float], excluded: frozenset[str] = frozenset()):
+    def __init__(
+        self, config: LabelDriftConfig, reference: Mapping[str, float], excluded: frozenset[str] = frozenset()
+    ):
         self._reference = {label: n for label, n in reference.items() if label not in excluded}
         if sum(self._reference.values()) <= 0:
             raise ValueError(f"reference mix needs a positive total outside {sorted(excluded)}, got {reference!r}")

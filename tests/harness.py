@@ -9,11 +9,15 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
 from loadkit.graph_args import shipped_args
 from models.build import BUNDLED_DATA
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
 
 HTTP_PORT = int(os.environ.get("TICKETSERVE_TEST_PORT", "18000"))
 # Ray's Prometheus export for the test cluster (what `ray start --metrics-export-port` opens).
@@ -144,3 +148,9 @@ def wait_healthy(client: httpx.Client, timeout_s: float = 60) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"{client.base_url} not healthy after {timeout_s}s")
+
+
+def as_handle(fake: object) -> DeploymentHandle:
+    """A small fake where a caller takes a Serve handle: the callers only call
+    `handle.method.remote(...)` and await it, which the fakes answer."""
+    return cast("DeploymentHandle", fake)

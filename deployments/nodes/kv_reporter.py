@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 from ray.serve.handle import DeploymentHandle
 
 from deployments.config import KVCacheConfig
-from deployments.engines import Prediction, TicketEngine
+from deployments.engines import Prediction
 from deployments.nodes.kv_manager import PrefixUse
 
 logger = logging.getLogger("ray.serve")
@@ -17,12 +18,23 @@ logger = logging.getLogger("ray.serve")
 KV_REPORT_TIMEOUT_S = 5.0
 
 
+class PrefixEngine(Protocol):
+    """What the reporter uses of an engine (TicketEngine has it): its prefixes, its cache's
+    size, and a way to compute a prefix into the cache."""
+
+    def prefixes(self) -> dict[str, list[int]]: ...
+
+    def kv_cache(self) -> tuple[int, int]: ...
+
+    async def warm(self, prefix_ids: list[int], request_id: str) -> None: ...
+
+
 class KVReporter:
     """The replica's side of the KV-cache manager: join with its prefixes and cache size,
     compute the hot prefixes it is told to before taking traffic, then send what its
     requests put in the cache, one call per interval (also when idle), off the request path."""
 
-    def __init__(self, manager: DeploymentHandle, config: KVCacheConfig, engine: TicketEngine, replica: str):
+    def __init__(self, manager: DeploymentHandle, config: KVCacheConfig, engine: PrefixEngine, replica: str):
         self._manager = manager
         self._config = config
         self._engine = engine

@@ -3,6 +3,8 @@ controls, breaker, canary, review) around deployments/engines/fake.py instead of
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -10,7 +12,7 @@ from tests.harness import ADMIN_TOKEN, deploy, fake_args, wait_healthy
 
 
 @pytest.fixture(scope="package")
-def app(ray_serve, default_model_dir) -> httpx.Client:
+def app(ray_serve, default_model_dir) -> Iterator[httpx.Client]:
     """The CPU default graph on the fake engine, shipped topology, admin API on
     (ADMIN_TOKEN: tests read the edge stages' state there), shared by the modules that
     need no settings of their own (a deploy costs 15-30 s here); gone before the

@@ -65,7 +65,8 @@ def test_a_slow_replicas_calls_are_hedged_within_budget(hedged):
     # The copies of slowed calls, on the fast replica, answer first.
     assert after["won"] > before.get("won", 0), after
     latencies = [ms for ms, _ in answers]
-    assert percentile(latencies, 99) < SLOW_MS / 2, sorted(latencies)[-10:]
+    p99 = percentile(latencies, 99)
+    assert p99 is not None and p99 < SLOW_MS / 2, sorted(latencies)[-10:]
     # The answers are the tickets' own: the same label as the ticket sent again.
     for body, (_, answer) in list(zip(bodies[60:], answers))[:40]:
         assert classify(hedged, body)[1]["label"] == answer["label"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -9,7 +11,7 @@ from tests.harness import ADMIN_TOKEN, classify_args, deploy, wait_healthy
 
 
 @pytest.fixture(scope="session")
-def app(ray_serve, default_model_dir) -> httpx.Client:
+def app(ray_serve, default_model_dir) -> Iterator[httpx.Client]:
     """The CPU default graph with the bundled default model, as shipped (fused topology,
     stage state in /admin/state); the chain runs with vLLM in the observability graph."""
     # No host-CPU trigger on the breaker (80 % for 60 s: reject_new): the other graphs of

@@ -76,6 +76,8 @@ def test_served_probabilities_are_the_builds_own_calibrated_forward(app, default
     from models.build import TrainSettings, forward
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_dir)
+
+    assert tokenizer is not None
     model = BertForSequenceClassification.from_pretrained(default_model_dir).eval()
     texts = ["the zipper of my new jacket broke after one day", "我的退款什么时候到账", "注文をキャンセルしたい"]
     with torch.no_grad():

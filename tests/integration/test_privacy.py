@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import ray
+import ray._private.worker
 
 from tests.graph.reliability.figures import record
 from tests.harness import ADMIN_TOKEN, REVIEW_DIR

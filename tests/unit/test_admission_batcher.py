@@ -6,6 +6,7 @@ import pytest
 
 from deployments.nodes.antispam import AdmissionBatcher
 from policies.rate_limit import Admission
+from tests.harness import as_handle
 
 
 class FakeLimiter:
@@ -32,7 +33,7 @@ def test_concurrent_tickets_share_calls_and_get_their_own_answers():
     limiter = FakeLimiter()
 
     async def run():
-        batcher = AdmissionBatcher(limiter, timeout_s=1)
+        batcher = AdmissionBatcher(as_handle(limiter), timeout_s=1)
         assert await batcher.admit("alone", "standard", "d") == Admission()
         keys = ["flooder" if i % 3 == 0 else f"user{i}" for i in range(30)]
         first = asyncio.gather(*(batcher.admit(k, "standard", "d") for k in keys[:10]))
@@ -47,11 +48,11 @@ def test_concurrent_tickets_share_calls_and_get_their_own_answers():
 
 def test_slow_or_failing_limiter_raises_to_the_caller_and_the_next_batch_tries_again():
     async def run():
-        slow = AdmissionBatcher(FakeLimiter(delay_s=1), timeout_s=0.05)
+        slow = AdmissionBatcher(as_handle(FakeLimiter(delay_s=1)), timeout_s=0.05)
         with pytest.raises(asyncio.TimeoutError):
             await slow.admit("u", "standard", "d")
         failing = FakeLimiter(fail=True)
-        batcher = AdmissionBatcher(failing, timeout_s=1)
+        batcher = AdmissionBatcher(as_handle(failing), timeout_s=1)
         with pytest.raises(ConnectionError):
             await batcher.admit("u", "standard", "d")
         failing.fail = False

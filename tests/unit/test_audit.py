@@ -37,4 +37,5 @@ def test_wilson_interval_refuses_impossible_counts():
 def test_estimate_before_and_after_the_first_check():
     assert audit_estimate(0, 0).wrong_share is None and audit_estimate(0, 0).interval95 is None
     estimate = audit_estimate(200, 6)
+    assert estimate.interval95 is not None
     assert estimate.wrong_share == 0.03 and estimate.interval95[0] < 0.03 < estimate.interval95[1]

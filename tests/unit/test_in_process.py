@@ -7,6 +7,7 @@ import pytest
 
 from deployments.graph_nodes import LocalHandle, TicketPath
 from deployments.nodes.in_process import ColocatedModel, construct
+from tests.harness import as_handle
 
 
 class Stage:
@@ -71,8 +72,10 @@ class OwnModel:
 class Front(ColocatedModel):
     def __init__(self, own: OwnModel | None):
         # Colocated, the model is its own object; otherwise a model deployment's handle.
-        model = LocalHandle(own) if own is not None else object()
-        self._path = TicketPath(antispam=object(), edge_router=object(), tokenizer=object(), model=model)
+        model = LocalHandle(own) if own is not None else as_handle(object())
+        self._path = TicketPath(
+            antispam=as_handle(object()), edge_router=as_handle(object()), tokenizer=as_handle(object()), model=model
+        )
 
 
 def test_a_colocated_ingress_is_as_healthy_as_its_engine_and_answers_for_the_stable_side():

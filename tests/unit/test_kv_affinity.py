@@ -11,6 +11,7 @@ from deployments.engines import Prediction
 from deployments.nodes.kv_manager import KVCacheManager, PrefixUse
 from deployments.nodes.kv_reporter import KVReporter
 from kv_partition.affinity import choose, home_replica
+from tests.harness import as_handle
 
 REPLICAS = ["r1", "r2", "r3"]
 
@@ -138,8 +139,8 @@ class SmallEngine:
     def kv_cache(self):
         return 100, 128  # vLLM's CPU block size: 325 prefix tokens -> 256 in full blocks
 
-    async def warm(self, ids, request_id):
-        self.warmed.append(len(ids))
+    async def warm(self, prefix_ids, request_id):
+        self.warmed.append(len(prefix_ids))
 
 
 def test_reporter_warms_hot_prefixes_then_reports_hits_by_full_blocks():
@@ -151,7 +152,7 @@ def test_reporter_warms_hot_prefixes_then_reports_hits_by_full_blocks():
     config = KVCacheConfig(report_interval_ms=10)
 
     async def scenario():
-        reporter = KVReporter(ManagerHandle(m), config, engine, "new")
+        reporter = KVReporter(as_handle(ManagerHandle(m)), config, engine, "new")
         await reporter.start()
         reporter.record(Prediction("refund", 0.9, "acme", 400, 256, 3.0))  # every full block cached
         reporter.record(Prediction("refund", 0.9, "acme", 400, 128, 9.0))  # one block short: a miss
@@ -182,7 +183,7 @@ def test_an_idle_reporter_rejoins_a_restarted_manager_within_an_interval():
     config = KVCacheConfig(report_interval_ms=10)
 
     async def scenario():
-        reporter = KVReporter(handle, config, SmallEngine(), "r1")
+        reporter = KVReporter(as_handle(handle), config, SmallEngine(), "r1")
         await reporter.start()
         reporter.record(Prediction("refund", 0.9, "acme", 400, 256, 3.0))
         await asyncio.sleep(0.05)

@@ -17,7 +17,7 @@ def test_the_loop_config_serves_both_sides_with_the_loops_rollout(tmp_path):
     ServeDeploySchema.model_validate(config)
     [app] = config["applications"]
     parsed = AppConfig.from_args(app["args"])
-    assert parsed.rollout.canary_model_dir.endswith(LOOP_OVERRIDES["rollout"]["canary_model_dir"])
+    assert parsed.rollout.canary_model_dir.endswith(str(LOOP_OVERRIDES["rollout"]["canary_model_dir"]))
     assert parsed.rollout.policy.max_unproven_s == 180 and parsed.retrain.publish_to_canary
     assert not parsed.edge.templates_enabled
     sides = {d["name"]: d for d in app["deployments"] if d["name"].endswith("ModelReplica")}

@@ -12,6 +12,7 @@ import pytest
 from deployments.api import ModelAnswer, ModelFailure, ModelThrottled
 from deployments.callers.call_batcher import CallBatcher
 from policies.micro_batch import MicroBatchConfig, send_now
+from tests.harness import as_handle
 
 CONFIG = MicroBatchConfig(enabled=True, max_calls_in_flight=1, max_batch_tickets=4, max_wait_ms=1000)
 
@@ -67,7 +68,7 @@ async def gather_with(replica: Replica, batcher: CallBatcher, tickets: list[tupl
 def test_piled_up_tickets_share_a_call_and_each_caller_gets_its_own_answer():
     async def scenario():
         replica = Replica()
-        batcher = CallBatcher(replica, CONFIG, call_timeout_s=5)
+        batcher = CallBatcher(as_handle(replica), CONFIG, call_timeout_s=5)
         answers = await gather_with(replica, batcher, [(t, None) for t in ["a", "b", "c", "d", "e", "f"]])
         return replica.calls, answers
 
@@ -79,7 +80,7 @@ def test_piled_up_tickets_share_a_call_and_each_caller_gets_its_own_answer():
 def test_a_failed_ticket_fails_alone():
     async def scenario():
         replica = Replica()
-        batcher = CallBatcher(replica, CONFIG, call_timeout_s=5)
+        batcher = CallBatcher(as_handle(replica), CONFIG, call_timeout_s=5)
         return replica.calls, await gather_with(
             replica, batcher, [("a", None), ("b", None), ("bad", None), ("c", None)]
         )
@@ -93,7 +94,7 @@ def test_a_failed_ticket_fails_alone():
 def test_tenants_never_share_a_call():
     async def scenario():
         replica = Replica()
-        batcher = CallBatcher(replica, CONFIG, call_timeout_s=5)
+        batcher = CallBatcher(as_handle(replica), CONFIG, call_timeout_s=5)
         await gather_with(replica, batcher, [("a", "t1"), ("b", "t1"), ("c", "t2"), ("d", "t1")])
         return replica.calls
 
@@ -104,7 +105,7 @@ def test_tenants_never_share_a_call():
 def test_a_ticket_waits_at_most_max_wait_ms_for_a_call_to_come_back():
     async def scenario():
         replica = Replica()
-        batcher = CallBatcher(replica, CONFIG.model_copy(update={"max_wait_ms": 20}), call_timeout_s=5)
+        batcher = CallBatcher(as_handle(replica), CONFIG.model_copy(update={"max_wait_ms": 20}), call_timeout_s=5)
         stuck = asyncio.ensure_future(batcher.predict("a", "r0"))
         await asyncio.sleep(0)
         waiting = asyncio.ensure_future(batcher.predict("b", "r1"))
@@ -120,7 +121,7 @@ def test_a_ticket_waits_at_most_max_wait_ms_for_a_call_to_come_back():
 def test_a_call_past_its_timeout_fails_its_tickets_and_frees_its_place():
     async def scenario():
         replica = Replica()
-        batcher = CallBatcher(replica, CONFIG, call_timeout_s=0.05)
+        batcher = CallBatcher(as_handle(replica), CONFIG, call_timeout_s=0.05)
         with pytest.raises(TimeoutError):
             await batcher.predict("a", "r0")
         replica.release.set()

@@ -3,6 +3,7 @@ fallback and the tokenizer fallback, with small stand-in handles and a fake cloc
 
 import asyncio
 
+from ray.serve._private.common import DeploymentID
 from ray.serve.config import AutoscalingContext
 from ray.serve.exceptions import BackPressureError
 
@@ -10,6 +11,7 @@ from deployments.api import ModelAnswer, ModelOutOfMemory, ModelThrottled, Model
 from deployments.callers.model_path import GiveUp, ModelPath
 from deployments.control.autoscaling import QueueLatencyPolicy
 from policies.retry import RetryConfig
+from tests.harness import as_handle
 
 ANSWER = ModelAnswer("refund", 0.9, "v1")
 NEVER = object()  # a call Serve keeps queued: the deployment has no replica
@@ -36,9 +38,16 @@ class Method:
 
 
 class Handle:
+    """A deployment handle whose methods answer their outcomes in turn."""
+
     def __init__(self, **methods):
-        for name, outcomes in methods.items():
-            setattr(self, name, Method(outcomes))
+        self.methods = {name: Method(outcomes) for name, outcomes in methods.items()}
+
+    def __getattr__(self, name: str) -> Method:
+        try:
+            return self.methods[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class FakeBreakerView:
@@ -61,7 +70,12 @@ def run(model_outcomes, tokenizer_outcomes=([1, 2, 3],), breaker=None, **retry):
 
     model = Handle(predict=model_outcomes)
     path = ModelPath(
-        Handle(tokenize=tokenizer_outcomes), model, breaker, RetryConfig(**retry), clock=lambda: 0.0, sleep=sleep
+        as_handle(Handle(tokenize=tokenizer_outcomes)),
+        as_handle(model),
+        breaker,
+        RetryConfig(**retry),
+        clock=lambda: 0.0,
+        sleep=sleep,
     )
     result = asyncio.run(path.classify("my card was charged twice", "r1"))
     return result, len(model.predict.calls), waits, model
@@ -133,7 +147,7 @@ def test_tokenizer_down_sends_raw_text():
 
 def context(replicas, ongoing, p95s):
     return AutoscalingContext(
-        deployment_id=None,
+        deployment_id=DeploymentID(name="ModelReplica", app_name="tickets"),
         deployment_name="ModelReplica",
         app_name="tickets",
         current_num_replicas=replicas,

@@ -190,6 +190,7 @@ def test_the_layers_above_frozen_ones_read_what_the_whole_encoder_reads(pooling)
 
     base = base_model_dir("minilm")
     tokenizer = AutoTokenizer.from_pretrained(base)
+    assert tokenizer is not None
     model = BertForSequenceClassification.from_pretrained(base, num_labels=2).eval()
     texts = ["where is my order", "hi", "I was charged twice for one order last week, please refund one of them"]
     states = bottom_states(model, _batches(tokenizer, texts, TrainSettings(batch_size=2)), 3)

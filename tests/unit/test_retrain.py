@@ -98,6 +98,7 @@ def test_a_model_of_another_taxonomy_retrains_on_its_own_rows_and_keeps_its_tier
     from models.retrain import retrain
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_dir())
+    assert tokenizer is not None
     config = BertConfig(
         vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
     )

@@ -36,6 +36,7 @@ def test_items_survive_reopening_and_resolve_into_training_rows(tmp_path):
     assert store.counts() == {"open": 3, "resolved": 0, "open_review": 2, "open_audit": 1, "proposed": 0}
     assert [i["runners_up"] for i in store.items("all")] == [[], [], [["cancel_order", 0.2]]]
     resolved = store.resolve(3, "cancel_order")
+    assert resolved is not None
     assert resolved["resolved_label"] == "cancel_order" and resolved["label"] == "refund_request"
     assert store.resolve(99, "cancel_order") is None
     assert [i["id"] for i in store.items("open")] == [1, 2]
@@ -50,7 +51,8 @@ def test_a_proposed_label_holds_its_items_until_accepted_or_rejected(tmp_path):
     store = ReviewStore(tmp_path / "review.sqlite3", clock=lambda: now[0])
     store.add([item(i) for i in range(1, 6)])
     assert store.propose(99, "gift_cards", "gift cards") is None
-    assert store.propose(1, "gift_cards", "buying gift cards")["proposed_label"] == "gift_cards"
+    proposed = store.propose(1, "gift_cards", "buying gift cards")
+    assert proposed is not None and proposed["proposed_label"] == "gift_cards"
     store.propose(2, "gift_cards", "a second wording: the first one stays")
     store.propose(3, "pets", "pets in the shop")
     assert store.counts() == {"open": 2, "resolved": 0, "open_review": 2, "open_audit": 0, "proposed": 3}
@@ -69,7 +71,8 @@ def test_a_proposed_label_holds_its_items_until_accepted_or_rejected(tmp_path):
     assert store.decide("gift_cards", accept=False) is None  # decided already
     assert [r["label"] for r in store.training_rows()] == ["gift_cards", "gift_cards"]
     # Filed under an accepted label: resolved at once.
-    assert store.propose(4, "gift_cards", "")["resolved_label"] == "gift_cards"
+    filed = store.propose(4, "gift_cards", "")
+    assert filed is not None and filed["resolved_label"] == "gift_cards"
 
     rejected = store.decide("pets", accept=False)
     assert (rejected.status, rejected.items) == ("rejected", 0)

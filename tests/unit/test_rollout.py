@@ -18,6 +18,7 @@ from deployments.nodes.in_process import construct
 from models.golden import GoldenItem
 from policies.retry import RetryConfig
 from policies.rollout import Split, SyncReport
+from tests.harness import as_handle
 
 GOLDEN = [
     ("my parcel is broken", "damaged_item"),
@@ -188,7 +189,7 @@ SPLIT = Split(percent=50.0, shadow=False, status="rolling", epoch=3, generation=
 
 def view(split) -> tuple[CanaryView, Controller]:
     controller = Controller(split)
-    v = CanaryView(controller, 0.5, 1.0)
+    v = CanaryView(as_handle(controller), 0.5, 1.0)
     asyncio.run(v.sync())
     return v, controller
 
@@ -221,7 +222,7 @@ def test_the_view_sends_its_figures_and_without_the_controller_sends_all_to_stab
 def path_with(stable: Model, canary: Model, split: Split) -> tuple[ModelPath, CanaryView]:
     v, _ = view(split)
     tokenizer = type("T", (), {"tokenize": type("M", (), {"remote": staticmethod(lambda text: _echo(text))})})
-    return ModelPath(tokenizer, stable, None, RetryConfig(), canary=canary, split=v), v
+    return ModelPath(as_handle(tokenizer), as_handle(stable), None, RetryConfig(), canary=as_handle(canary), split=v), v
 
 
 async def _echo(text):

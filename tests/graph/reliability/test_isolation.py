@@ -219,7 +219,8 @@ def floods(isolated, front_door, second_process) -> dict:
             run(f"{kind}_flood_{r}", f"{kind}_flood", kind, True, f"{kind}-{r}-flood")
         if with_base:
             run(f"base_after_{kind}", "base")
-    p = {name: percentile(ms, 99, 1) for name, ms in pooled.items()}
+    p = {name: p99 for name, ms in pooled.items() if (p99 := percentile(ms, 99, 1)) is not None}
+    assert p.keys() == pooled.keys(), f"a phase without answers: {sorted(pooled.keys() - p.keys())}"
     result = {
         "front_door": front_door is not None,
         "regular_p99_ms_pooled": p,
