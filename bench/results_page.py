@@ -112,7 +112,53 @@ def render_retrain_p99(result: dict) -> list[str]:
     ]
 
 
+def render_quality(result: dict) -> list[str]:
+    """bench.quality: per served model, the golden set, out-of-scope text and Bitext."""
+    lines: list[str] = []
+    for name, m in result.items():
+        golden = m["golden"]
+        flags = m["golden_flags_by_lang"]
+        lines += [
+            f"### {name}: `{m['model_version']}`",
+            "",
+            f"Review threshold {m['review_threshold']}; served ECE {m['served_ece']} over "
+            f"{m['served_answers_judged']} answers; {m['served_cpu'].get('cpu_ms_per_ticket')} CPU-ms per "
+            "model-path ticket.",
+            "",
+        ]
+        rows = [["all", str(golden["answered"]), share(golden["accuracy"]), share(m["golden_right_flagged"]), "–"]]
+        rows += [
+            [
+                lang,
+                str(v["n"]),
+                share(v["accuracy"]),
+                share(flags[lang]["right_flagged"]),
+                share(flags[lang]["wrong_unflagged"]),
+            ]
+            for lang, v in golden["by_lang"].items()
+        ]
+        lines += ["Golden set:", ""] + table(
+            ["language", "tickets", "accuracy", "right flagged", "wrong unflagged"], rows
+        )
+        rows = [
+            [name, str(v["n"]), share(v["labelled_out_of_scope"]), share(v["flagged"])]
+            for name, v in m["out_of_scope"].items()
+        ]
+        lines += ["", "Out-of-scope text:", ""] + table(["set", "tickets", "answered out_of_scope", "flagged"], rows)
+        if "bitext" in m:
+            bitext = m["bitext"]
+            rows = [
+                [route, str(v["n"]), share(v["accuracy"]), share(v["right_flagged"]), share(v["wrong_unflagged"])]
+                for route, v in {"all": bitext["all"], **bitext["by_route"]}.items()
+            ]
+            lines += ["", "Bitext (English, written by others), by route:", ""]
+            lines += table(["route", "tickets", "accuracy", "right flagged", "wrong unflagged"], rows)
+        lines.append("")
+    return lines[:-1]
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
+    "quality": render_quality,
     "golden": render_golden,
     "loop": render_loop,
     "retrain_p99": render_retrain_p99,
