@@ -36,7 +36,9 @@ class CanaryConfig(BaseModel):
     # rolls back a canary no slower than stable (a shared 2-core node: 254 ms against 164 ms
     # over 20 answers, for two copies of the same architecture).
     min_p99_answers: int = Field(
-        100, ge=1, description="canary answers before its P99 counts, and before it is promoted"
+        100,
+        ge=1,
+        description="answers of each side before their P99s are compared; canary answers before it is promoted",
     )
     min_agreement: float = Field(0.9, ge=0, le=1, description="share of compared tickets both sides label alike")
     max_golden_drop: float = Field(
@@ -85,6 +87,9 @@ class CanaryStats:
     canary_errors: int
     canary_p99_ms: float | None
     stable_p99_ms: float | None
+    # Stable's live answers in the window: none at 100 % but the few the callers sent before
+    # they saw the new split, at no load, against a canary that carries all of it.
+    stable_answers: int
     golden_canary_accuracy: float | None  # None: the golden set was not run against this canary yet
     golden_stable_accuracy: float | None
     # The canary's reviewed set (resolved review items it never trained on, models.retrain);
@@ -154,7 +159,8 @@ def judge(config: CanaryConfig, stats: CanaryStats, canary_percent: float, since
         error_rate = 100 * s.canary_errors / s.canary_answers
         if error_rate > c.max_error_rate_percent:
             broken.append(f"error rate {error_rate:.2f} % > {c.max_error_rate_percent} %")
-    if s.canary_answers >= p99_answers(c):
+    # P99 against P99 only where both sides answered enough of the same traffic.
+    if s.canary_answers >= p99_answers(c) and s.stable_answers >= c.min_p99_answers:
         if s.canary_p99_ms is not None and s.stable_p99_ms and s.canary_p99_ms / s.stable_p99_ms > c.max_p99_ratio:
             broken.append(
                 f"P99 {s.canary_p99_ms:.0f} ms vs stable {s.stable_p99_ms:.0f} ms (allowed x{c.max_p99_ratio})"

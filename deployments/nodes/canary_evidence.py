@@ -52,6 +52,7 @@ class LiveFigures:
             canary_errors=self.canary_errors,
             canary_p99_ms=p99("canary"),
             stable_p99_ms=p99("stable"),
+            stable_answers=len(self.latency_ms["stable"]),
             golden_canary_accuracy=golden.get("canary_accuracy"),
             golden_stable_accuracy=golden.get("stable_accuracy"),
             reviewed_canary_accuracy=golden.get("reviewed_canary_accuracy"),

@@ -38,6 +38,7 @@ GOOD = CanaryStats(
     canary_errors=0,
     canary_p99_ms=110,
     stable_p99_ms=100,
+    stable_answers=500,
     golden_canary_accuracy=0.85,
     golden_stable_accuracy=0.84,
 )
@@ -148,6 +149,16 @@ def test_a_p99_of_fewer_than_min_p99_answers_neither_rolls_back_nor_promotes():
     assert (d.action, d.reason) == ("hold", "waiting for samples")
     assert judge(CONFIG, stats(canary_answers=60), 15, since=0, now=1000).reason == "waiting for samples"
     assert judge(CONFIG, stats(canary_answers=100, canary_p99_ms=400), 15, since=0, now=1000).action == "rollback"
+
+
+def test_p99s_are_compared_only_where_stable_answered_as_much_of_the_same_traffic():
+    """At 100 % stable answers only what callers sent before they saw the split, at no
+    load, while the canary carries all of it: 193 ms against 93 ms rolled back a candidate
+    that had held at 50 %."""
+    full = stats(canary_answers=300, canary_p99_ms=193, stable_p99_ms=93, stable_answers=12)
+    assert judge(CONFIG, full, 100, since=0, now=1000).action == "complete"
+    at_half = stats(canary_answers=300, canary_p99_ms=193, stable_p99_ms=93, stable_answers=300)
+    assert judge(CONFIG, at_half, 50, since=0, now=1000).action == "rollback"
 
 
 def test_agreement_waits_for_the_golden_run_that_brings_the_reviewed_set():
