@@ -12,6 +12,7 @@ needs and flags per-range mixes it cannot express.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 GIB = 1024**3
@@ -34,7 +35,7 @@ class ModelShape:
     mla_latent_dim: int | None = None  # kv_lora_rank + qk_rope_head_dim for MLA models
 
     @classmethod
-    def from_hf_config(cls, config: dict) -> ModelShape:
+    def from_hf_config(cls, config: dict[str, Any]) -> ModelShape:
         heads = config["num_attention_heads"]
         dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
         if config.get("kv_lora_rank") is not None:
@@ -90,7 +91,7 @@ class KVPlan:
     max_batch: int  # sequences of `tokens_per_sequence` that fit at once
     kv_cache_dtype: str | None  # one dtype vLLM can take; None if the ranges mix dtypes
 
-    def engine_args(self) -> dict:
+    def engine_args(self) -> dict[str, Any]:
         """vLLM AsyncEngineArgs fields for this plan (`kv_cache_memory_bytes` pins the KV
         size instead of a gpu_memory_utilization fraction)."""
         if self.kv_cache_dtype is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -143,7 +144,7 @@ class PrefixRegistry:
         """A replica went away: its cache went with it."""
         self._replicas.pop(replica, None)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "replicas": {r: s.snapshot()["all"] for r, s in self._replicas.items()},
             "traffic": self._traffic.snapshot()["all"],

@@ -16,7 +16,7 @@ import pickle
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 ROOT_HASH = b"\x00" * 32
 
@@ -24,7 +24,8 @@ ROOT_HASH = b"\x00" * 32
 def block_hashes(token_ids: Sequence[int], block_size: int, extra_key: object = None) -> list[bytes]:
     """Chained hashes of the full blocks of `token_ids` (a partial last block has none);
     `extra_key` separates namespaces (e.g. a model version or a LoRA), as vLLM's extra keys do."""
-    hashes, parent = [], ROOT_HASH
+    hashes: list[bytes] = []
+    parent = ROOT_HASH
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         block = tuple(token_ids[start : start + block_size])
         parent = hashlib.sha256(pickle.dumps((parent, block, extra_key), protocol=5)).digest()
@@ -183,7 +184,7 @@ class BlockStore:
         ]
         return [h for _, h in sorted(hot, reverse=True)]
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> dict[str, dict[str, Any]]:
         return {
             name: {
                 "blocks": len(r.blocks),

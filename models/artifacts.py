@@ -7,6 +7,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 METADATA_FILE = "ticketserve.json"
 # Resolved review items a retrained candidate never trained on (models.retrain).
@@ -63,7 +64,7 @@ def tokenizer_hash(model_dir: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def answer_digest(model_dir: str | Path, settings: dict, edge_weights: bytes = b"") -> str:
+def answer_digest(model_dir: str | Path, settings: dict[str, Any], edge_weights: bytes = b"") -> str:
     """sha256 over what decides a served model's answers: its weights, tokenizer files,
     the edge pre-classifier's weights and `settings` (labels, pooling, thresholds)."""
     h = hashlib.sha256()
@@ -106,8 +107,8 @@ class ModelMetadata:
     edge_min_confidence: dict[str, float] = field(default_factory=dict)
     # What each label covers and the rules between them (models.taxonomy); {} where the
     # build had none (a model trained on other data).
-    taxonomy: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
+    taxonomy: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def save(self, model_dir: str | Path) -> None:
         Path(model_dir, METADATA_FILE).write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False))

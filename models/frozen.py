@@ -4,6 +4,11 @@ runs only the layers that train: their forward and backward pass, not all twelve
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 
 def encoder_mask(model, hidden, lengths):
     """The attention mask the encoder's layers take, for `hidden` padded rows of `lengths`."""
@@ -14,7 +19,7 @@ def encoder_mask(model, hidden, lengths):
     return mask, create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=mask)
 
 
-def bottom_states(model, batches, layers: int) -> list:
+def bottom_states(model, batches, layers: int) -> list[torch.Tensor]:
     """Each text's hidden states after the embeddings and the bottom `layers` layers (no
     dropout), trimmed to its own tokens; `batches` yields (indices of the texts, their
     tokenizer output) and the list is in index order."""
@@ -35,7 +40,7 @@ def bottom_states(model, batches, layers: int) -> list:
     return [states[i] for i in range(len(states))]
 
 
-def top_pooled(model, states: list, layers: int, pooling: str):
+def top_pooled(model, states: list[torch.Tensor], layers: int, pooling: str):
     """What the classifier reads (as `models.build.pooled_state` computes it from the text)
     for tickets whose bottom `layers` layers' states are `states`."""
     import torch

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from models.build import ROOT
 
@@ -52,7 +53,7 @@ def load(path: Path = GOLDEN) -> list[GoldenItem]:
     return items
 
 
-def score(items: list[GoldenItem], answers: Sequence[dict | None]) -> dict:
+def score(items: list[GoldenItem], answers: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     """`answers[i]` is the JSON answer to `items[i]` (None or an error body: no answer).
     Accuracy by intent, language and case; route agreement; tickets without an answer."""
     groups: dict[str, dict[str, list[bool]]] = {
@@ -89,13 +90,15 @@ def _share(values: list[bool]) -> float:
     return round(sum(values) / len(values), 4) if values else float("nan")
 
 
-async def ask_all(url: str, items: list[GoldenItem], concurrency: int, tenant: str | None) -> list[dict | None]:
+async def ask_all(
+    url: str, items: list[GoldenItem], concurrency: int, tenant: str | None
+) -> list[dict[str, Any] | None]:
     import httpx
 
     limit = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
 
-        async def ask(i: int, item: GoldenItem) -> dict | None:
+        async def ask(i: int, item: GoldenItem) -> dict[str, Any] | None:
             body = {"text": item.text, "ticket_id": f"golden-{i}", "user_id": "golden-set", "lang": item.lang}
             if tenant:
                 body["tenant"] = tenant
@@ -109,12 +112,12 @@ async def ask_all(url: str, items: list[GoldenItem], concurrency: int, tenant: s
         return await asyncio.gather(*(ask(i, item) for i, item in enumerate(items)))
 
 
-def evaluate(url: str, path: Path = GOLDEN, concurrency: int = 8, tenant: str | None = None) -> dict:
+def evaluate(url: str, path: Path = GOLDEN, concurrency: int = 8, tenant: str | None = None) -> dict[str, Any]:
     items = load(path)
     return score(items, asyncio.run(ask_all(url, items, concurrency, tenant)))
 
 
-def report(result: dict) -> str:
+def report(result: dict[str, Any]) -> str:
     lines = [
         f"golden set: {result['answered']}/{result['tickets']} answered, accuracy {result['accuracy']:.3f}, "
         f"route as expected {result['route_agreement']:.3f}"

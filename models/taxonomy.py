@@ -14,6 +14,7 @@ import argparse
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -60,7 +61,7 @@ class Taxonomy:
     labels: tuple[LabelDoc, ...]
     boundaries: tuple[Boundary, ...]
 
-    def as_metadata(self) -> dict:
+    def as_metadata(self) -> dict[str, Any]:
         """JSON-ready, as the model's metadata and /v1/labels carry it."""
         return {
             "labels": {

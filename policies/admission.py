@@ -41,7 +41,7 @@ class AdmissionConfig(BaseModel):
 class AdaptiveConcurrency:
     def __init__(self, config: AdmissionConfig, now: float):
         self._config = config
-        self.limit = config.initial_limit if config.enabled else config.max_limit
+        self.limit: int = config.initial_limit if config.enabled else config.max_limit
         self._decided_at = now
 
     def due(self, now: float) -> bool:

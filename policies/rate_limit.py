@@ -117,7 +117,7 @@ class TokenBucket:
 class _User:
     tier: str
     bucket: TokenBucket
-    recent: deque = field(default_factory=deque)  # (time, text digest), oldest first
+    recent: deque[tuple[float, str]] = field(default_factory=deque)  # (time, text digest), oldest first
 
 
 @dataclass(frozen=True)

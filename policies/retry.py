@@ -9,7 +9,7 @@ that caused it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,7 +68,8 @@ class RetryConfig(BaseModel):
     )
 
     def rule(self, cause: Cause) -> RetryRule:
-        return getattr(self, cause)
+        # The causes are the field names (RetryConfig has one rule per Cause).
+        return cast(RetryRule, getattr(self, cause))
 
 
 @dataclass(frozen=True)

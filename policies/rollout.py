@@ -59,7 +59,9 @@ class Change:
 class Rollout:
     def __init__(self, canary_version: str | None, start_percent: float, shadow: bool, now: float):
         self.canary_version = canary_version
-        self.percent, self.shadow, self.status = 0.0, False, "none"
+        self.percent: float = 0.0
+        self.shadow: bool = False
+        self.status: Status = "none"
         if canary_version is not None:
             self.percent, self.shadow = start_percent, shadow
             self.status = "rolling" if start_percent > 0 else "idle"

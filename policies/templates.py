@@ -38,7 +38,7 @@ class TemplateSet:
     def __init__(self, spec: _TemplateFile, source: str = "<memory>"):
         self.max_chars = spec.max_chars
         self._exclude = {lang: [_compile(p, source) for p in pats] for lang, pats in spec.exclude.items()}
-        self._rules: dict[str, list[tuple[re.Pattern, Template]]] = {}
+        self._rules: dict[str, list[tuple[re.Pattern[str], Template]]] = {}
         for t in spec.templates:
             template = Template(t.id, t.intent, t.answer_id)
             for lang, patterns in t.patterns.items():
@@ -60,7 +60,7 @@ class TemplateSet:
         return next((template for pattern, template in self._rules.get(language, ()) if pattern.search(text)), None)
 
 
-def _compile(pattern: str, source: str) -> re.Pattern:
+def _compile(pattern: str, source: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as e:
