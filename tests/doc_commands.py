@@ -63,6 +63,11 @@ def strip_comment(line: str) -> str:
     return re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
 
 
+def split_commands(line: str) -> list[str]:
+    """The commands of one line: `a; b && c`, each without its comment."""
+    return [part.strip() for part in re.split(r";|&&", strip_comment(line)) if part.strip()]
+
+
 def doc_commands(docs: tuple[Path, ...] = DOCS) -> list[DocCommand]:
     """Commands in code blocks (fenced or indented, continued lines joined) and in inline
     code spans of the running text."""
@@ -85,13 +90,13 @@ def doc_commands(docs: tuple[Path, ...] = DOCS) -> list[DocCommand]:
                 while text.endswith("\\") and i + 1 < len(lines):
                     i += 1
                     text = text[:-1].rstrip() + " " + lines[i].strip()
-                text = strip_comment(text)
-                kind: Kind = "sketch" if PLACEHOLDER.search(" ".join(words(text))) else "exact"
-                found.append(DocCommand(name, first + 1, text, kind))
+                for part in split_commands(text):
+                    if START.match(part):
+                        kind: Kind = "sketch" if PLACEHOLDER.search(" ".join(words(part))) else "exact"
+                        found.append(DocCommand(name, first + 1, part, kind))
             elif not fenced:
                 for span in re.findall(r"`([^`]+)`", line):
-                    if START.match(span):
-                        found.append(DocCommand(name, i + 1, span, "sketch"))
+                    found += [DocCommand(name, i + 1, c, "sketch") for c in split_commands(span) if START.match(c)]
             i += 1
     return found
 

@@ -25,6 +25,7 @@ def test_a_command_argparse_rejects_fails_the_check(tmp_path):
         "python -m bench.quality --dataset bitext\n"
         "```\n"
         "Run `python -m bench.loop --not-an-option X` or `python -m models.nothing`.\n"
+        "Stamped `bash scripts/serve.sh; python -m bench.loop --rounds 1  # then the golden set`.\n"
     )
     verdicts = {v.command.text: v.problem or "" for v in check(doc_commands((doc,)))}
     assert "invalid choice: 'bundled'" in verdicts["python -m bench.quality --dataset bundled"]
@@ -33,3 +34,5 @@ def test_a_command_argparse_rejects_fails_the_check(tmp_path):
     assert verdicts["python -m bench.quality --dataset bitext"] == ""
     assert "--not-an-option" in verdicts["python -m bench.loop --not-an-option X"]
     assert verdicts["python -m models.nothing"] == "no module models.nothing"
+    # A line of several commands is each of them, without the comment.
+    assert verdicts["bash scripts/serve.sh"] == "" and verdicts["python -m bench.loop --rounds 1"] == ""
