@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import httpx
+import psutil
 
 from loadkit.graph_args import shipped_args
 from models.build import BUNDLED_DATA
@@ -154,3 +155,20 @@ def as_handle(fake: object) -> DeploymentHandle:
     """A small fake where a caller takes a Serve handle: the callers only call
     `handle.method.remote(...)` and await it, which the fakes answer."""
     return cast("DeploymentHandle", fake)
+
+
+def engine_processes(title: str, timeout_s: float = 10) -> list[psutil.Process]:
+    """vLLM's processes under the one replica whose title holds `title`: the children vLLM
+    spawns, known by their title (VLLM::EngineCore) or, where the command line still reads
+    as multiprocessing's spawn (seen after runs it had answered, in CI too), by that. The
+    process table is read again for a while, and a failure lists it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        replicas = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
+        below = [(c, " ".join(c.cmdline())) for r in replicas for c in r.children(recursive=True)]
+        engines = [c for c, cmdline in below if "VLLM::" in cmdline or "multiprocessing.spawn" in cmdline]
+        if len(replicas) == 1 and engines or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(replicas) == 1 and engines, (replicas, [(c.pid, cmdline[:120]) for c, cmdline in below])
+    return engines

@@ -3,11 +3,11 @@
 import time
 import uuid
 
-import psutil
 import pytest
 from ray import serve
 
 from models.golden import evaluate, load
+from tests.harness import engine_processes
 
 
 @pytest.mark.parametrize(
@@ -163,9 +163,9 @@ def test_the_engine_runs_in_one_process_that_sleeps_between_tickets(app):
     (`cpu_worker_in_engine_process`): no worker process of its own, whose shared-memory
     hand-off cost a third of the encode rate and whose spin after each step (1 s, vLLM's
     own) took a whole core at 2 model tickets/s. Between tickets the engine sleeps."""
-    engines = [p for p in psutil.process_iter(["cmdline"]) if "VLLM::" in " ".join(p.info["cmdline"] or [])]
-    titles = sorted({" ".join(p.info["cmdline"]) for p in engines})
-    assert engines and not any("VLLM::Worker" in t for t in titles), titles
+    # One vLLM process under the model replica: the engine core, no worker beside it.
+    engines = engine_processes("ServeReplica:main:ModelReplica")
+    assert len(engines) == 1, [" ".join(e.cmdline())[:120] for e in engines]
     busy_s = lambda: sum(sum(p.cpu_times()[:2]) for p in engines if p.is_running())  # noqa: E731
     before, start, routes = busy_s(), time.monotonic(), []
     for i in range(10):

@@ -4,16 +4,14 @@ response validated; the quitting hook's verdict is the exit code."""
 import os
 import subprocess
 import sys
-import time
 
-import psutil
 import pytest
 import yaml
 
 from loadtest import run
 from loadtest.report import read_records
 from models.build import ROOT
-from tests.harness import GENERATE_KV_FRACTION, HTTP_PORT, LENIENT_ANTISPAM, running
+from tests.harness import GENERATE_KV_FRACTION, HTTP_PORT, LENIENT_ANTISPAM, engine_processes, running
 
 
 # 8: batch clients, POST /v1/classify/batch, every ticket of a batch recorded on its own.
@@ -63,21 +61,9 @@ def test_locust_suite_runs_validates_and_records_every_ticket(app, tmp_path, bat
     assert (tmp_path / "run.html").stat().st_size > 10_000 and (tmp_path / "run_stats.csv").exists()
 
 
-def engine_threads(title: str, timeout_s: float = 10) -> list[str | None]:
-    """OMP_NUM_THREADS of each vLLM engine-core process under the replica titled `title`:
-    the child vLLM spawns, known by its title (VLLM::EngineCore) or, where its command line
-    still reads as multiprocessing's spawn (seen twice, after runs it had answered), by that.
-    The process table is read again for a while, and a failure lists it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        replicas = [p for p in psutil.process_iter(["cmdline"]) if title in " ".join(p.info["cmdline"] or [])]
-        below = [(c, " ".join(c.cmdline())) for r in replicas for c in r.children(recursive=True)]
-        engines = [c for c, cmdline in below if "EngineCore" in cmdline or "multiprocessing.spawn" in cmdline]
-        if len(replicas) == 1 and engines or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert len(replicas) == 1 and engines, (replicas, [(c.pid, cmdline[:120]) for c, cmdline in below])
-    return [e.environ().get("OMP_NUM_THREADS") for e in engines]
+def engine_threads(title: str) -> list[str | None]:
+    """OMP_NUM_THREADS of each vLLM engine process under the replica titled `title`."""
+    return [e.environ().get("OMP_NUM_THREADS") for e in engine_processes(title)]
 
 
 def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, tmp_path):
