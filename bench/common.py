@@ -128,11 +128,17 @@ def warm_then_measure(
     return asyncio.run(closed_loop(name, url, bodies, users, seconds))
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
 def print_table(rows: list[dict]) -> str:
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    text = "\n".join(lines)
+    text = "\n".join(markdown_table(cols, [[str(r[c]) for c in cols] for r in rows]))
     print(text)
     return text
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.common import markdown_table
 from bench.stamp import ROOT, RunStamp
 
 PUBLISHED = ROOT / "docs" / "results"
@@ -45,25 +46,17 @@ def share(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(r) + " |" for r in rows),
-    ]
-
-
 def render_golden(result: dict) -> list[str]:
     lines = [
         f"{result['answered']} of {result['tickets']} tickets answered; accuracy **{result['accuracy']:.3f}**; "
         f"route as expected {result['route_agreement']:.3f}.",
         "",
     ]
-    lines += table(
+    lines += markdown_table(
         ["language", "tickets", "accuracy"],
         [[k, str(v["n"]), share(v["accuracy"])] for k, v in result["by_lang"].items()],
     )
-    lines += [""] + table(
+    lines += [""] + markdown_table(
         ["case", "tickets", "accuracy"], [[k, str(v["n"]), share(v["accuracy"])] for k, v in result["by_case"].items()]
     )
     return lines
@@ -88,7 +81,7 @@ def render_loop(result: dict) -> list[str]:
             r["verdict"] or "–",
         ]
         rows.append(row + ([share(random_rows.get(r["round"]))] if offline else []))
-    lines = [f"{result['test_tickets']} test tickets, served through the graph.", ""] + table(header, rows)
+    lines = [f"{result['test_tickets']} test tickets, served through the graph.", ""] + markdown_table(header, rows)
     if result.get("poisoned"):
         p = result["poisoned"]
         lines += ["", f"Poisoned round {p['round']}: {p['verdict']}, {p['live_answers']} live answers."]
@@ -108,17 +101,17 @@ def render_retrain_p99(result: dict) -> list[str]:
         f"{result['rate_per_s']:g} tickets/s, open loop. The retrain: {retrain['status']} in "
         f"{retrain['seconds']:.0f} s. P99 during / idle: **{result['p99_ratio']}**.",
         "",
-        *table(["phase", "answered", "failed", "P50", "P99"], rows),
+        *markdown_table(["phase", "answered", "failed", "P50", "P99"], rows),
     ]
 
 
 def render_quality(result: dict) -> list[str]:
     """bench.quality: per served model, the golden set, out-of-scope text and Bitext."""
-    lines: list[str] = []
+    blocks: list[list[str]] = []
     for name, m in result.items():
         golden = m["golden"]
         flags = m["golden_flags_by_lang"]
-        lines += [
+        lines = [
             f"### {name}: `{m['model_version']}`",
             "",
             f"Review threshold {m['review_threshold']}; served ECE {m['served_ece']} over "
@@ -137,14 +130,16 @@ def render_quality(result: dict) -> list[str]:
             ]
             for lang, v in golden["by_lang"].items()
         ]
-        lines += ["Golden set:", ""] + table(
+        lines += ["Golden set:", ""] + markdown_table(
             ["language", "tickets", "accuracy", "right flagged", "wrong unflagged"], rows
         )
         rows = [
-            [name, str(v["n"]), share(v["labelled_out_of_scope"]), share(v["flagged"])]
-            for name, v in m["out_of_scope"].items()
+            [oos_set, str(v["n"]), share(v["labelled_out_of_scope"]), share(v["flagged"])]
+            for oos_set, v in m["out_of_scope"].items()
         ]
-        lines += ["", "Out-of-scope text:", ""] + table(["set", "tickets", "answered out_of_scope", "flagged"], rows)
+        lines += ["", "Out-of-scope text:", ""] + markdown_table(
+            ["set", "tickets", "answered out_of_scope", "flagged"], rows
+        )
         if "bitext" in m:
             bitext = m["bitext"]
             rows = [
@@ -152,9 +147,9 @@ def render_quality(result: dict) -> list[str]:
                 for route, v in {"all": bitext["all"], **bitext["by_route"]}.items()
             ]
             lines += ["", "Bitext (English, written by others), by route:", ""]
-            lines += table(["route", "tickets", "accuracy", "right flagged", "wrong unflagged"], rows)
-        lines.append("")
-    return lines[:-1]
+            lines += markdown_table(["route", "tickets", "accuracy", "right flagged", "wrong unflagged"], rows)
+        blocks.append(lines)
+    return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
 
 
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {

@@ -137,13 +137,18 @@ def check_files(command: DocCommand) -> tuple[list[str], ModuleCall | None]:
             module, own = SCRIPT_MODULES[script]
             return [], ModuleCall(module, [*own, *args], command.kind)
         if script in SCRIPT_FILE_ARGUMENT:
-            return [f"no file {a}" for a in args if not PLACEHOLDER.search(a) and not (ROOT / a).is_file()], None
+            return missing_files(args), None
         known = SCRIPT_OWN_FLAGS.get(script)
         if known is not None:
             return [f"{script} takes no {a}" for a in args if a.startswith("--") and a not in known], None
         return [], None
     # serve run|deploy CONFIG
-    return [f"no file {a}" for a in w[2:3] if not PLACEHOLDER.search(a) and not (ROOT / a).is_file()], None
+    return missing_files(w[2:3]), None
+
+
+def missing_files(args: list[str]) -> list[str]:
+    """The config files named (placeholders aside) that are not there."""
+    return [f"no file {a}" for a in args if not PLACEHOLDER.search(a) and not (ROOT / a).is_file()]
 
 
 def option_names(text: str) -> list[str]:
