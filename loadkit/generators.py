@@ -58,6 +58,7 @@ class Outcomes:
     samples: list[str] = field(default_factory=list)  # a few unexpected answers, to read
     timeline: list[tuple[float, str]] = field(default_factory=list)  # (seconds since start, kind)
     versions: list[tuple[float, str]] = field(default_factory=list)  # (sent at, model_version) of ok answers
+    routes: list[str] = field(default_factory=list)  # the route of each of ok_ms
 
     def add(self, kind: str, at_s: float, status: int | None = None, ms: float | None = None, note: str = "") -> None:
         """`note`: the body of an answer (read for degraded and latency_ms) or a refusal."""
@@ -70,6 +71,7 @@ class Outcomes:
             self.ok_at_s.append(round(at_s, 3))
             answer = _json(note)
             self.versions.append((round(at_s, 3), str(answer.get("model_version"))))
+            self.routes.append(str(answer.get("route")))
             if answer.get("degraded"):
                 self.counts["degraded"] += 1
             else:
@@ -92,6 +94,7 @@ class Outcomes:
         self.samples += other.samples[: max(0, 20 - len(self.samples))]
         self.timeline += other.timeline
         self.versions += other.versions
+        self.routes += other.routes
 
     @property
     def total(self) -> int:
@@ -258,6 +261,8 @@ async def open_loop_steps(
                 task.add_done_callback(tasks.discard)
                 i += 1
             stopped = stop.is_set()
+            if not stopped and (rest := step_start + seconds - time.perf_counter()) > 0:
+                await asyncio.sleep(rest)  # a step lasts its seconds, however short its last gap
             ran_s = time.perf_counter() - step_start if stopped else seconds
             done.append(Step(rate, ran_s, step, max(lags_ms[first_lag:], default=0.0)))
             if stopped:

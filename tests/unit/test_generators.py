@@ -43,3 +43,12 @@ def test_a_stop_set_from_another_thread_ends_the_arrivals_early():
     # 0.5 s at 50/s is ~25 arrivals, against 6,000 for the whole schedule.
     assert 10 <= out.total <= 60 and out.counts["ok"] == out.total
     assert len(steps) == 1 and steps[0]["seconds"] < 5
+
+
+def test_each_step_lasts_its_seconds_so_second_long_steps_keep_their_timeline():
+    # 2 arrivals a second for 3 one-second steps: sent at 0, 0.5, 1, 1.5, 2, 2.5 s, not
+    # with each step starting at its predecessor's last arrival.
+    out, _ = asyncio.run(_run([(2, 1.0)] * 3))
+    sent_at = sorted(at for at, _ in out.timeline)
+    assert len(sent_at) == 6
+    assert abs(sent_at[2] - 1.0) < 0.1 and abs(sent_at[4] - 2.0) < 0.1
