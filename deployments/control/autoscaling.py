@@ -32,6 +32,7 @@ class QueueLatencyPolicy:
         self._prescale = PrescaleConfig(**(prescale or {}))
         self._history: collections.deque[LoadSample] = collections.deque()
         self._baseline = 0.0
+        self._logged: tuple[int, int, str] | None = None
 
     def __call__(self, ctx: AutoscalingContext) -> tuple[int, dict[str, Any]]:
         p95 = (ctx.aggregated_metrics or {}).get("p95_ms") or {}
@@ -57,6 +58,10 @@ class QueueLatencyPolicy:
         )
         if ahead.floor > replicas:
             replicas, reason = ahead.floor, f"ahead of a surge: {ahead.reason}"
-        if replicas != ctx.current_num_replicas:
-            logger.info("%s: %d -> %d replicas (%s)", ctx.deployment_name, ctx.current_num_replicas, replicas, reason)
+        # Serve calls this every control-loop tick (0.1 s) and a change waits out its
+        # up/downscale delay: logged once per new decision, not once per tick.
+        decision = (ctx.current_num_replicas, replicas, reason)
+        if replicas != ctx.current_num_replicas and decision != self._logged:
+            logger.info("%s: %d -> %d replicas (%s)", ctx.deployment_name, *decision)
+        self._logged = decision
         return replicas, {"last_reason": reason}

@@ -3,6 +3,8 @@ over the reactive count (deployments.control.autoscaling), on a fake clock."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from pydantic import ValidationError
 
@@ -73,3 +75,17 @@ def test_the_serve_policy_raises_the_reactive_count_to_the_floor_and_keeps_the_b
     assert replicas == 11 and state["last_reason"].startswith("ahead of a surge: scheduled surge at 10x")
     # The surge's own load does not become its baseline: still 10 x 64 expected.
     assert at(10_100, 11, 640)[0] == 11
+
+
+def test_a_decision_is_logged_once_while_it_waits_out_serves_delay(caplog):
+    policy = QueueLatencyPolicy(target_ongoing_per_replica=10)
+    caplog.set_level(logging.INFO, logger="ray.serve")
+    for _ in range(20):  # two seconds of Serve's 0.1 s ticks, the count not yet applied
+        ctx = context(1, 40, None)
+        assert policy(ctx)[0] == 4
+    ctx = context(4, 40, None)
+    assert policy(ctx)[0] == 4  # applied: nothing to log
+    for _ in range(5):
+        assert policy(context(4, 80, None))[0] == 8
+    lines = [r.getMessage() for r in caplog.records if "replicas" in r.getMessage()]
+    assert len(lines) == 2 and "1 -> 4" in lines[0] and "4 -> 8" in lines[1]
