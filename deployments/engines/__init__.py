@@ -74,6 +74,20 @@ class EngineConfig(BaseModel):
         description="fake mode: answer at a GPU replica's cost (deployments/engines/gpu_profile.py: batched steps, its "
         "concurrency ceiling and engine start, all waits) instead of fake_latency_ms and fake_start_s; none: off",
     )
+    fake_gpu_time_factor: float = Field(
+        1.0,
+        ge=1,
+        description="fake GPU profile: its steps this many times slower (GpuProfile.scaled); 1: as documented",
+    )
+    fake_gpu_ceiling_divisor: int = Field(
+        1,
+        ge=1,
+        description="fake GPU profile: its max_num_seqs and token budget this many times smaller, so two CPU cores "
+        "can saturate GPU-shaped replicas; 1: as documented",
+    )
+    fake_gpu_start_s: float | None = Field(
+        None, ge=0, description="fake GPU profile: engine start in seconds; null: the profile's (45 s)"
+    )
     cpu_threads: int | None = Field(
         None,
         gt=0,

@@ -43,7 +43,12 @@ class FakeTicketEngine(TicketEngine):
         self._classifier, self._head_order = _classifier(Path(model_dir), self.metadata)
         self._random = random.Random(0)
         self._stopped = False
-        self._gpu = PROFILES.get(config.fake_gpu_profile)
+        gpu = PROFILES.get(config.fake_gpu_profile)
+        self._gpu = (
+            gpu.scaled(config.fake_gpu_time_factor, config.fake_gpu_ceiling_divisor, config.fake_gpu_start_s)
+            if gpu
+            else None
+        )
         self._batcher = StepBatcher(self._gpu) if self._gpu else None
         # Blocks the replica's constructor as vLLM's start does: Serve counts the replica
         # as starting, and routes nothing to it, until it returns.

@@ -23,6 +23,12 @@ GPU_E5_SMALL, and where its figures come from:
 - start_s 45: a replica's engine start (weights, torch.compile, CUDA graphs), assumed of
   the order of vLLM's CPU engine start measured here, 20-60 s (docs/benchmarks.md). The
   node's own start (a VM, the image pull) is the cluster autoscaler's delay, not this.
+
+`scaled(time_factor, ceiling_divisor)` keeps the shape (a step batches what waits, its
+cost grows with the batch, a ceiling) at a rate two CPU cores can drive to saturation:
+steps `time_factor` times slower, ceilings `ceiling_divisor` times smaller. Most of the
+cut goes to the ceilings so that answers stay about as fast as a GPU's (bench.surge:
+24 and 256, ~30 tickets/s a replica at ~100 ms a step).
 """
 
 from __future__ import annotations
@@ -53,6 +59,17 @@ class GpuProfile:
                 break
             taken, budget = taken + 1, budget + tokens
         return taken
+
+    def scaled(self, time_factor: float = 1, ceiling_divisor: int = 1, start_s: float | None = None) -> GpuProfile:
+        """Steps `time_factor` times slower, ceilings `ceiling_divisor` times smaller;
+        `start_s`: the engine start, where a benchmark compresses time (None: unchanged)."""
+        return GpuProfile(
+            step_overhead_ms=self.step_overhead_ms * time_factor,
+            per_token_us=self.per_token_us * time_factor,
+            max_num_seqs=max(1, self.max_num_seqs // ceiling_divisor),
+            max_batched_tokens=max(1, self.max_batched_tokens // ceiling_divisor),
+            start_s=self.start_s if start_s is None else start_s,
+        )
 
     def requests_per_s(self, tokens_per_request: int) -> float:
         """The replica's rate with every step full: what a surge's capacity is made of."""

@@ -28,6 +28,16 @@ def test_the_e5_profile_serves_thousands_of_tickets_a_second_per_replica():
     assert GPU_E5_SMALL.requests_per_s(40) > 50 * 1000 / GPU_E5_SMALL.step_ms(40)
 
 
+def test_a_scaled_profile_keeps_the_shape_at_a_rate_two_cores_can_saturate():
+    bench = GPU_E5_SMALL.scaled(24, 256, start_s=8.0)
+    assert (bench.max_num_seqs, bench.max_batched_tokens, bench.start_s) == (4, 64, 8.0)
+    assert bench.step_ms(50) == pytest.approx(24 * GPU_E5_SMALL.step_ms(50))
+    # 17-token tickets (the load mix's mean): 3 a step, ~30/s instead of ~30,000, in ~100 ms.
+    assert bench.take([17] * 5) == 3
+    assert 25 < bench.requests_per_s(17) < 35 and bench.step_ms(51) < 100
+    assert GPU_E5_SMALL.scaled() == GPU_E5_SMALL
+
+
 def test_waiting_requests_share_steps_and_late_ones_take_the_next():
     slept: list[float] = []
 
