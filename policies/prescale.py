@@ -41,6 +41,7 @@ class PrescaleConfig(BaseModel):
     lead_s: float = Field(
         300.0, ge=0, description="replicas for a scheduled surge are asked for this long before it starts"
     )
+    growth_enabled: bool = Field(True, description="raise a floor from the load's growth (without a schedule too)")
     growth_window_s: float = Field(60.0, gt=0, description="the load's growth is read over this window")
     growth_trigger: float = Field(
         1.5, gt=1, description="growth over the window (load now / load then) that counts as a surge starting"
@@ -100,10 +101,16 @@ def growth_floor(
     config: PrescaleConfig, now_s: float, history: Sequence[LoadSample], target_per_replica: float
 ) -> Prescale:
     """`history`: load samples, oldest first; those older than the window are ignored."""
+    if not config.growth_enabled:
+        return Prescale(0, "growth floor off")
     recent = [s for s in history if s.at_s >= now_s - config.growth_window_s]
     if len(recent) < 2 or recent[-1].at_s - recent[0].at_s < config.growth_window_s / 2:
         return Prescale(0, "too few samples for a growth rate")
     then, now = max(recent[0].ongoing_requests, 1.0), recent[-1].ongoing_requests
+    # 1 -> 2 requests in flight doubles as much as 100 -> 200: a load one replica serves
+    # within its target says nothing of a surge.
+    if now < target_per_replica:
+        return Prescale(0, f"load {now:.0f} under one replica's target {target_per_replica:g}")
     growth = now / then
     if growth < config.growth_trigger:
         return Prescale(0, f"growth {growth:.2f}x over {config.growth_window_s:g} s")

@@ -50,6 +50,12 @@ def test_a_growing_load_is_projected_ahead_and_a_steady_one_is_not():
     slow = [LoadSample(1_000 + t, 100 * 1.2 ** (t / 60)) for t in range(0, 61, 5)]
     assert prescale(config, 1_060, slow, 100, 50, 32).floor == 0
     assert prescale(config, 1_060, growing[-2:], 100, 50, 32).floor == 0  # 5 s of samples: no rate
+    # A tiny load tripling (1 -> 3 in flight) is no surge while one replica's target (4) holds it.
+    tiny = [LoadSample(1_000 + t, 1 + 2 * t / 60) for t in range(0, 61, 5)]
+    assert prescale(config, 1_060, tiny, 1, 4, 32).floor == 0
+    assert prescale(config, 1_060, tiny, 1, 2, 32).floor > 0
+    off = config.model_copy(update={"growth_enabled": False})
+    assert prescale(off, 1_060, growing, 100, 50, 32).floor == 0
 
 
 def test_a_surge_must_end_after_it_starts():
