@@ -32,7 +32,7 @@ class QueueLatencyPolicy:
         self._prescale = PrescaleConfig(**(prescale or {}))
         self._history: collections.deque[LoadSample] = collections.deque()
         self._baseline = 0.0
-        self._logged: tuple[int, int, str] | None = None
+        self._logged: tuple[int, int] | None = None
 
     def __call__(self, ctx: AutoscalingContext) -> tuple[int, dict[str, Any]]:
         p95 = (ctx.aggregated_metrics or {}).get("p95_ms") or {}
@@ -59,9 +59,10 @@ class QueueLatencyPolicy:
         if ahead.floor > replicas:
             replicas, reason = ahead.floor, f"ahead of a surge: {ahead.reason}"
         # Serve calls this every control-loop tick (0.1 s) and a change waits out its
-        # up/downscale delay: logged once per new decision, not once per tick.
-        decision = (ctx.current_num_replicas, replicas, reason)
+        # up/downscale delay: logged once per new decision (its reason's figures move on
+        # every tick), not once per tick.
+        decision = (ctx.current_num_replicas, replicas)
         if replicas != ctx.current_num_replicas and decision != self._logged:
-            logger.info("%s: %d -> %d replicas (%s)", ctx.deployment_name, *decision)
+            logger.info("%s: %d -> %d replicas (%s)", ctx.deployment_name, *decision, reason)
         self._logged = decision
         return replicas, {"last_reason": reason}

@@ -86,8 +86,8 @@ def test_the_serve_policy_raises_the_reactive_count_to_the_floor_and_keeps_the_b
 def test_a_decision_is_logged_once_while_it_waits_out_serves_delay(caplog):
     policy = QueueLatencyPolicy(target_ongoing_per_replica=10)
     caplog.set_level(logging.INFO, logger="ray.serve")
-    for _ in range(20):  # two seconds of Serve's 0.1 s ticks, the count not yet applied
-        ctx = context(1, 40, None)
+    for tick in range(20):  # two seconds of Serve's 0.1 s ticks, the count not yet applied
+        ctx = context(1, 35 + tick / 10, None)  # the reason's figures move, the decision does not
         assert policy(ctx)[0] == 4
     ctx = context(4, 40, None)
     assert policy(ctx)[0] == 4  # applied: nothing to log
