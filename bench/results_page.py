@@ -152,7 +152,36 @@ def render_quality(result: dict) -> list[str]:
     return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
 
 
+def render_surge(result: dict) -> list[str]:
+    """bench.surge: one row per autoscaling policy, same profile, same run."""
+    s = result["settings"]
+    phases = ", ".join(f"{p['name']} {p['seconds']} s" for p in result["phases"])
+    lines = [
+        f"Profile `{result['profile']}` ({phases}) at {s['base_rate']:g} tickets/s × 1; a GPU node starts in "
+        f"{s['node_start_s']:g} s, a replica's engine in {s['replica_start_s']:g} s more; one replica serves "
+        f"{result['replica_rate_per_s']} tickets/s with full steps; 1-{s['max_replicas']} replicas, target "
+        f"{s['target_ongoing']} requests each.",
+        "",
+    ]
+    cols = [
+        ("answered within 2 s", "answered_within_2s_share", share),
+        ("refused", "refused_share", share),
+        ("degraded", "degraded_share", share),
+        ("lost", "lost", str),
+        ("hung", "hung", str),
+        ("P99 baseline", "p99_baseline_ms", lambda v: f"{v:.0f} ms"),
+        ("P99 ramp", "p99_ramp_ms", lambda v: f"{v:.0f} ms"),
+        ("P99 plateau", "p99_plateau_ms", lambda v: f"{v:.0f} ms"),
+        ("to capacity", "time_to_capacity_s", lambda v: "never" if v is None else f"{v:.0f} s"),
+        ("node-seconds", "node_seconds", str),
+        ("changes/min steady", "replica_changes_per_min_steady", str),
+    ]
+    rows = [[name] + [fmt(p[key]) for _, key, fmt in cols] for name, p in result["policies"].items()]
+    return lines + markdown_table(["policy"] + [c for c, _, _ in cols], rows)
+
+
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {
+    "surge": render_surge,
     "quality": render_quality,
     "golden": render_golden,
     "loop": render_loop,

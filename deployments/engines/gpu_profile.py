@@ -27,8 +27,8 @@ GPU_E5_SMALL, and where its figures come from:
 `scaled(time_factor, ceiling_divisor)` keeps the shape (a step batches what waits, its
 cost grows with the batch, a ceiling) at a rate two CPU cores can drive to saturation:
 steps `time_factor` times slower, ceilings `ceiling_divisor` times smaller. Most of the
-cut goes to the ceilings so that answers stay about as fast as a GPU's (bench.surge:
-24 and 256, ~30 tickets/s a replica at ~100 ms a step).
+cut goes to the ceilings so that answers stay within a GPU's order of magnitude
+(bench.surge: 48 and 256, ~15 tickets/s a replica at ~195 ms a step).
 """
 
 from __future__ import annotations
