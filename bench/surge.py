@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import psutil
 
@@ -41,12 +42,14 @@ from models.build import DEFAULT_OUT, ROOT
 PORT = 8777
 APP = "surge"
 MODEL = "ModelReplica"
+Policy = Literal["serve", "queue_latency", "prescale"]
+PhaseName = Literal["baseline", "ramp", "plateau", "peak", "return", "after"]
 WITHIN_MS = 2000.0  # the seeds' bound: an answer later than this is as bad as none
 
 
 @dataclass(frozen=True)
 class Phase:
-    name: str  # baseline | ramp | plateau | peak | return | after
+    name: PhaseName
     seconds: int
     start_multiple: float  # of the base rate, at the phase's start
     end_multiple: float  # at its end: linear in between
@@ -107,7 +110,7 @@ class Settings:
     timeout_s: float  # client: an answer later than this is hung
 
 
-def autoscaling(policy: str, s: Settings, surge_unix_s: tuple[float, float]) -> dict:
+def autoscaling(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]) -> dict:
     """The model replica's `autoscaling_config` for one policy: the same bounds, delays
     and target for all three."""
     config = {
@@ -136,7 +139,7 @@ def autoscaling(policy: str, s: Settings, surge_unix_s: tuple[float, float]) -> 
     return {**config, "policy": {"policy_function": policy_function, "policy_kwargs": kwargs}}
 
 
-def graph(policy: str, s: Settings, surge_unix_s: tuple[float, float]):
+def graph(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]):
     from deployments.config import AppConfig
     from loadkit.graph_args import shipped_args
     from serve_app import bind_graph
@@ -325,7 +328,7 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
 
 
 def run_policy(
-    policy: str, s: Settings, phases: tuple[Phase, ...], bodies: list[dict]
+    policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: list[dict]
 ) -> tuple[list[dict], dict, list[str]]:
     import ray
     from ray import serve
@@ -435,6 +438,11 @@ def main() -> None:
         a.gpu_ceiling_divisor,
         a.timeout_s,
     )
+    policies: list[Policy] = []
+    for name in a.policies.split(","):
+        if name not in get_args(Policy):
+            p.error(f"--policies: unknown policy {name!r}; policies are {', '.join(get_args(Policy))}")
+        policies.append(name)
     phases = PROFILES[a.profile]
     bodies = ticket_bodies(20_000, seed=7, user_prefix="surge")
     rate = replica_rate(s, bodies)
@@ -442,7 +450,7 @@ def main() -> None:
     peak = max(m for m, _ in seconds(phases)) * s.base_rate
     print(f"one replica: {rate:.1f} tickets/s with full steps; peak offered {peak:.0f}/s")
     runs, summaries, logs = {}, {}, {}
-    for policy in a.policies.split(","):
+    for policy in policies:
         rows, raw, lines = run_policy(policy, s, phases, bodies)
         model_share = sum(r["model_answered"] for r in rows) / max(1, sum(r["answered"] for r in rows))
         needed = math.ceil(10 * s.base_rate * model_share / (0.8 * rate))
