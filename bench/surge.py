@@ -26,7 +26,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -34,10 +34,12 @@ import psutil
 
 from bench.common import LOAD_ANTISPAM, print_table, write_results
 from bench.surge_cluster import FakeGpuCluster, gpu_nodes_alive
+from deployments.ray_env import session_logs
 from loadkit.generators import Outcomes, open_loop_steps, ticket_bodies
 from loadkit.graph_args import merged
 from loadkit.stats import percentile
 from models.build import DEFAULT_OUT, ROOT
+from policies.prescale import ScheduledSurge
 
 PORT = 8777
 APP = "surge"
@@ -88,6 +90,12 @@ def seconds(phases: tuple[Phase, ...]) -> list[tuple[float, str]]:
     return [(p.multiple(t + 0.5), p.name) for p in phases for t in range(p.seconds)]
 
 
+def surge_multiple(phases: tuple[Phase, ...]) -> float:
+    """The plateau's load, as a multiple of the base rate: what a schedule announces and
+    what capacity must meet (a peak above it is short)."""
+    return max(p.end_multiple for p in phases if p.name == "plateau")
+
+
 def surge_window_s(phases: tuple[Phase, ...]) -> tuple[float, float]:
     """Seconds from the start of the load to the surge's start and to its end."""
     starts = [sum(q.seconds for q in phases[:i]) for i in range(len(phases))]
@@ -110,7 +118,7 @@ class Settings:
     timeout_s: float  # client: an answer later than this is hung
 
 
-def autoscaling(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]) -> dict:
+def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
     """The model replica's `autoscaling_config` for one policy: the same bounds, delays
     and target for all three."""
     config = {
@@ -126,10 +134,9 @@ def autoscaling(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]) 
     if policy == "queue_latency":  # reactive only: no floor from the load's growth either
         kwargs["prescale"] = {"growth_enabled": False}
     if policy == "prescale":
-        start, end = surge_unix_s
         lead_s = s.node_start_s + s.replica_start_s + 15
         kwargs["prescale"] = {
-            "schedule": [{"start_unix_s": start, "end_unix_s": end, "load_multiple": 10}],
+            "schedule": [surge.model_dump()],
             "lead_s": lead_s,
             "horizon_s": lead_s,
             "reserve_replicas": 1,
@@ -139,7 +146,7 @@ def autoscaling(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]) 
     return {**config, "policy": {"policy_function": policy_function, "policy_kwargs": kwargs}}
 
 
-def graph(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]):
+def graph(policy: Policy, s: Settings, surge: ScheduledSurge):
     from deployments.config import AppConfig
     from loadkit.graph_args import shipped_args
     from serve_app import bind_graph
@@ -164,7 +171,7 @@ def graph(policy: Policy, s: Settings, surge_unix_s: tuple[float, float]):
     )
     options = {
         MODEL: {
-            "autoscaling_config": autoscaling(policy, s, surge_unix_s),
+            "autoscaling_config": autoscaling(policy, s, surge),
             "ray_actor_options": {"num_cpus": 0, "num_gpus": 1},
         }
     }
@@ -180,9 +187,9 @@ class Sample:
 
 
 def watch(began: float, stop: threading.Event, out: list[Sample]) -> None:
+    """Every second: priorities (from the deploy on), and a sample (from `began` on)."""
     from ray import serve
 
-    """Every second: priorities (from the deploy on), and a sample (from `began` on)."""
     while True:
         serve_ahead_of_the_simulation()
         if (at_s := time.time() - began) >= 0:
@@ -229,7 +236,7 @@ def machine_cpu(before, after) -> dict:
 def decisions(since_unix_s: float) -> list[str]:
     """The scaling decisions in Serve's controller log since `since_unix_s`: the custom
     policy logs each change with its reason, Serve its own up- and downscaling."""
-    logs = sorted(Path("/tmp/ray/session_latest/logs/serve").glob("controller_*.log"))
+    logs = sorted((session_logs() / "serve").glob("controller_*.log"))
     wanted = re.compile(r"-> \d+ replicas|[Uu]pscaling|[Dd]ownscaling|Adding \d+ replica|Removing \d+ replica")
     stamp = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
     out = []
@@ -305,7 +312,6 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
     reached = next((s.at_s for s in samples if s.at_s >= surge_s and s.replicas >= needed_replicas), None)
     steady = [r for r in rows if r["phase"] in ("baseline", "plateau")]  # constant load
     changes = sum(1 for a, b in zip(steady, steady[1:]) if a["phase"] == b["phase"] and a["replicas"] != b["replicas"])
-    interval_s = 1.0
     return {
         "tickets": out.total,
         "answered_within_2s_share": round(sum(ms <= WITHIN_MS for ms in out.ok_ms) / total, 4),
@@ -322,14 +328,21 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
         "p99_plateau_ms": percentile(plateau, 99, 1),
         "time_to_capacity_s": None if reached is None else round(reached - surge_s, 1),
         "max_replicas": max((s.replicas for s in samples), default=0),
-        "node_seconds": round(sum(s.nodes for s in samples) * interval_s),
+        "node_seconds": sum(s.nodes for s in samples),  # one sample a second
         "replica_changes_per_min_steady": round(60 * changes / max(1, len(steady)), 2),
     }
 
 
-def run_policy(
-    policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: list[dict]
-) -> tuple[list[dict], dict, list[str]]:
+@dataclass(frozen=True)
+class PolicyRun:
+    rows: list[dict]  # per_second
+    outcomes: Outcomes
+    samples: list[Sample]
+    cpu: dict  # machine_cpu
+    decisions: list[str]
+
+
+def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: list[dict]) -> PolicyRun:
     import ray
     from ray import serve
 
@@ -347,7 +360,10 @@ def run_policy(
         ready_by_s = s.node_start_s + s.replica_start_s + 45
         began = time.time() + ready_by_s
         surge_s, surge_end_s = surge_window_s(phases)
-        serve.run(graph(policy, s, (began + surge_s, began + surge_end_s)), name=APP, route_prefix="/", blocking=False)
+        surge = ScheduledSurge(
+            start_unix_s=began + surge_s, end_unix_s=began + surge_end_s, load_multiple=surge_multiple(phases)
+        )
+        serve.run(graph(policy, s, surge), name=APP, route_prefix="/", blocking=False)
         while serve.status().applications[APP].status != "RUNNING":
             if time.time() > began:
                 raise RuntimeError(f"{policy}: the graph was not running within {ready_by_s:.0f} s")
@@ -373,8 +389,7 @@ def run_policy(
         for step in done:
             out.merge(step.outcomes)
         # Sends are timed from open_loop_steps' own start, within milliseconds of `began`.
-        rows = per_second(profile, s.base_rate, out, samples)
-        return rows, {"outcomes": out, "samples": samples, "cpu": cpu}, decisions(began)
+        return PolicyRun(per_second(profile, s.base_rate, out, samples), out, samples, cpu, decisions(began))
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -425,19 +440,7 @@ def main() -> None:
     p.add_argument("--timeout-s", type=float, default=40.0, help="client timeout: later answers count as hung")
     p.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/surge_PROFILE.json)")
     a = p.parse_args()
-    s = Settings(
-        a.base_rate,
-        a.max_replicas,
-        a.target_ongoing,
-        a.upscale_delay_s,
-        a.downscale_delay_s,
-        a.node_start_s,
-        a.replica_start_s,
-        a.idle_timeout_s,
-        a.gpu_time_factor,
-        a.gpu_ceiling_divisor,
-        a.timeout_s,
-    )
+    s = Settings(**{f.name: getattr(a, f.name) for f in fields(Settings)})  # one option per field
     policies: list[Policy] = []
     for name in a.policies.split(","):
         if name not in get_args(Policy):
@@ -451,14 +454,15 @@ def main() -> None:
     print(f"one replica: {rate:.1f} tickets/s with full steps; peak offered {peak:.0f}/s")
     runs, summaries, logs = {}, {}, {}
     for policy in policies:
-        rows, raw, lines = run_policy(policy, s, phases, bodies)
+        run = run_policy(policy, s, phases, bodies)
+        rows = run.rows
         model_share = sum(r["model_answered"] for r in rows) / max(1, sum(r["answered"] for r in rows))
-        needed = math.ceil(10 * s.base_rate * model_share / (0.8 * rate))
-        runs[policy], logs[policy] = rows, lines
+        needed = math.ceil(surge_multiple(phases) * s.base_rate * model_share / (0.8 * rate))
+        runs[policy], logs[policy] = rows, run.decisions
         summaries[policy] = {
-            **summarize(rows, raw["outcomes"], raw["samples"], needed, surge_s),
+            **summarize(rows, run.outcomes, run.samples, needed, surge_s),
             "needed_replicas": needed,
-            "machine_cpu": raw["cpu"],
+            "machine_cpu": run.cpu,
         }
         print(policy, summaries[policy])
     table = print_table([{"policy": k, **v} for k, v in summaries.items()])

@@ -111,9 +111,8 @@ class FakeGpuCluster:
         # The simulated nodes (raylet, agents, then the replicas' processes) are the
         # autoscaler's children and take its niceness: their start-up shares these two
         # cores with the serving graph, where a real node brings CPUs of its own
-        # (bench.surge sets the graph's own processes to 0).
-        # Niceness is per thread, and the nodes are started from the autoscaler's launcher
-        # threads: each of them, not only its main thread.
+        # (bench.surge sets the graph's own processes to 0). Niceness is per thread, and
+        # the nodes start from the autoscaler's launcher threads: every thread is set.
         for proc in psutil.process_iter(["cmdline"]):
             if any("autoscaler/_private/monitor.py" in part for part in proc.info["cmdline"] or ()):
                 for thread in proc.threads():

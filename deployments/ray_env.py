@@ -53,3 +53,12 @@ def cluster_env(root: Path, haproxy: bool = False) -> dict[str, str]:
     if "RAY_AUTH_MODE" not in env and (Path.home() / ".ray" / "auth_token").exists():
         env["RAY_AUTH_MODE"] = "token"
     return env
+
+
+def session_logs() -> Path:
+    """The log folder of the cluster this process is connected to."""
+    import ray._private.worker
+
+    # The driver's node knows its session folder; /tmp/ray/session_latest is the default link.
+    node = getattr(ray._private.worker.global_worker, "node", None)
+    return Path(node.get_logs_dir_path()) if node else Path("/tmp/ray/session_latest/logs")

@@ -8,22 +8,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from pathlib import Path
 
 import pytest
-import ray
-import ray._private.worker
 
+from deployments.ray_env import session_logs
 from tests.graph.reliability.figures import record
 from tests.harness import ADMIN_TOKEN, REVIEW_DIR
 
 pytestmark = pytest.mark.reliability
-
-
-def session_logs() -> Path:
-    # The driver's node knows its session folder; /tmp/ray/session_latest is the default link.
-    node = getattr(ray._private.worker.global_worker, "node", None)
-    return Path(node.get_logs_dir_path()) if node else Path("/tmp/ray/session_latest/logs")
 
 
 def test_ticket_text_never_appears_in_the_logs(app):

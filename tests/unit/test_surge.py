@@ -4,10 +4,22 @@ cluster's autoscaler config, and the summary of a run's outcomes."""
 import pytest
 from ray.serve.config import AutoscalingConfig
 
-from bench.surge import PROFILES, Phase, Sample, Settings, autoscaling, per_second, seconds, summarize, surge_window_s
+from bench.surge import (
+    PROFILES,
+    Phase,
+    Sample,
+    Settings,
+    autoscaling,
+    per_second,
+    seconds,
+    summarize,
+    surge_multiple,
+    surge_window_s,
+)
 from bench.surge_cluster import GPU_NODE, FakeGpuCluster
 from deployments.control.autoscaling import QueueLatencyPolicy
 from loadkit.generators import Outcomes
+from policies.prescale import ScheduledSurge
 
 SETTINGS = Settings(
     base_rate=10,
@@ -37,6 +49,7 @@ def test_the_profile_is_a_rate_per_second_and_the_surge_has_a_window():
         (1, "after"),
     ]
     assert surge_window_s(PHASES) == (2.0, 6.0)
+    assert surge_multiple(PHASES) == surge_multiple(PROFILES["promo"]) == 10  # the promo's 12.7 peak is short
     short = seconds(PROFILES["short"])
     assert max(m for m, _ in short) == 10 and len(short) <= 200
     assert max(m for m, _ in seconds(PROFILES["promo"])) == pytest.approx(12.7)
@@ -44,7 +57,7 @@ def test_the_profile_is_a_rate_per_second_and_the_surge_has_a_window():
 
 @pytest.mark.parametrize("policy", ["serve", "queue_latency", "prescale"])
 def test_each_policy_is_a_valid_serve_config_with_the_same_bounds(policy):
-    config = autoscaling(policy, SETTINGS, (1000.0, 2000.0))
+    config = autoscaling(policy, SETTINGS, ScheduledSurge(start_unix_s=1000.0, end_unix_s=2000.0, load_multiple=10))
     parsed = AutoscalingConfig(**config)
     assert (parsed.min_replicas, parsed.max_replicas, parsed.upscale_delay_s) == (1, 6, 5)
     if policy == "serve":
@@ -54,7 +67,7 @@ def test_each_policy_is_a_valid_serve_config_with_the_same_bounds(policy):
     QueueLatencyPolicy(**kwargs)  # Serve builds it from these
     if policy == "prescale":
         surge = kwargs["prescale"]["schedule"][0]
-        assert (surge["start_unix_s"], surge["end_unix_s"]) == (1000.0, 2000.0)
+        assert (surge["start_unix_s"], surge["end_unix_s"], surge["load_multiple"]) == (1000.0, 2000.0, 10)
         # replicas asked for early enough to be serving when the surge starts
         assert kwargs["prescale"]["lead_s"] > SETTINGS.node_start_s + SETTINGS.replica_start_s
 
