@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Set up, then run the tests. No option: the whole suite (unit, the graph on the fake
-# engine, then the real-vLLM tier); the README's command and CI's.
-#   --fast   unit + fake-engine graph tier, without the reliability drills (overload,
-#            replica and node loss, isolation: minutes of load each) and the rollout tests
-#            (a canary judged, a retrain built); no vLLM engine starts
+# Set up, then run the tests. No option: the suite (unit, the graph on the fake engine,
+# then the real-vLLM tier) without the drills; the README's command and CI's.
+#   --fast    unit + fake-engine graph tier, without tests/graph/reliability and the
+#             rollout tests (a canary judged, a retrain built); no vLLM engine starts
+#   --drills  the drills alone (pytest marker `drill`: overload, replica, node and KV-cache
+#             replica loss, isolation, an upgrade under load, the LLM regime beside vLLM's
+#             own server): minutes of load each, ~15 min in all here. Run them when a change
+#             touches the request path; scripts/reliability.sh runs them at full size on vLLM
 # Other arguments go to pytest.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-# The reliability suite at CI size (scripts/reliability.sh runs it at full size).
+# The drills and the reliability suite at CI size (scripts/reliability.sh runs them at full size).
 export TICKETSERVE_FUZZ_INPUTS=${TICKETSERVE_FUZZ_INPUTS:-1000}
 export TICKETSERVE_OVERLOAD_STEP_S=${TICKETSERVE_OVERLOAD_STEP_S:-6}
 export TICKETSERVE_ISOLATION_PHASE_S=${TICKETSERVE_ISOLATION_PHASE_S:-4}
@@ -26,8 +29,14 @@ export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-
 .venv/bin/ruff format --check .
 # Types: every room, tests/ included (its one relaxed rule: pyproject.toml), clean.
 .venv/bin/ty check
-if [ "${1:-}" = "--fast" ]; then
-  shift
-  exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout" "$@"
-fi
-exec .venv/bin/python -m pytest -v -rs --durations=40 "$@"
+case "${1:-}" in
+  --fast)
+    shift
+    exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout" "$@"
+    ;;
+  --drills)
+    shift
+    exec .venv/bin/python -m pytest -v -rs --durations=25 -m drill "$@"
+    ;;
+esac
+exec .venv/bin/python -m pytest -v -rs --durations=40 -m "not drill" "$@"

@@ -37,7 +37,7 @@ SCRIPT_MODULES = {
     "loop_serve.sh": ("bench.loop", ("--write-config", "var/loop_config.yaml")),
 }
 SCRIPT_FILE_ARGUMENT = {"serve.sh"}  # its one argument is a Serve config file
-SCRIPT_OWN_FLAGS = {"test.sh": {"--fast"}}
+SCRIPT_OWN_FLAGS = {"test.sh": {"--fast", "--drills"}}
 
 Kind = Literal["exact", "sketch"]
 

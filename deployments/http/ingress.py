@@ -28,8 +28,9 @@ from deployments.api import (
 )
 from deployments.config import IngressConfig
 from deployments.config_loop import ReviewConfig
-from deployments.graph_nodes import OPTIONAL_NODES, GraphNodes, TicketPath
+from deployments.graph_nodes import GraphNodes, TicketPath
 from deployments.http.admin import AdminEndpoints
+from deployments.http.health import graph_health
 from deployments.http.request_context import RequestContext
 from deployments.metrics.answer_metrics import AnswerMetrics
 from deployments.metrics.held_gauge import HeldGauge
@@ -148,24 +149,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         return await self._path.model.labels.remote()
 
     async def healthz(self) -> JSONResponse:
-        async def probe(handle: Node) -> str:
-            try:
-                await asyncio.wait_for(handle.ping.remote(), self._config.health_timeout_s)
-                return "ok"
-            except Exception as e:  # any failure of a node makes the graph unhealthy
-                return f"{type(e).__name__}"
-
-        named = self._nodes.named()
-        states = await asyncio.gather(*(probe(handle) for handle in named.values()))
-        nodes = {"ingress": "ok", **dict(zip(named, states))}
-        failed = [k for k, v in nodes.items() if v != "ok"]
-        if not failed:
-            return JSONResponse({"status": "ok", "nodes": nodes})
-        if all(k in OPTIONAL_NODES for k in failed):
-            return JSONResponse({"status": "degraded", "nodes": nodes})
-        return JSONResponse(
-            {**ApiError(503, "unhealthy", f"not answering: {', '.join(failed)}").body(), "nodes": nodes}, 503
-        )
+        return await graph_health(self._nodes, self._config.health_timeout_s)
 
     async def _answer(
         self, ticket: Any, request_id: str, start: float, context: RequestContext

@@ -176,6 +176,7 @@ def kill(deployment: str) -> None:
     ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
 
 
+@pytest.mark.drill
 def test_a_replacement_replica_warms_the_hot_prefix_before_serving(ray_serve, kv_graph):
     hot = TENANTS[0]
     jobs = [(hot, f"my card was charged twice, case {i}") for i in range(12)] + [

@@ -84,6 +84,7 @@ def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, t
         build_tiny_decoder(tmp_path / "bad", shape="llama-70b")
 
 
+@pytest.mark.drill
 def test_llm_regime_runs_the_peer_and_the_graph_on_one_decoder_and_compares_them(ray_serve, llm_regime_dir, tmp_path):
     """`loadtest.run --regime llm` at a tiny size, with its own pieces: vLLM's server on the
     same decoder with the same prompt and label choice (a), the graph in generate mode from

@@ -10,7 +10,7 @@ from deployments.config import EDGE_OFF
 from serve_app import bind_graph
 from tests.harness import HTTP_PORT, fake_args, graph_config, graph_options
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from loadkit.stats import percentile
 from tests.graph.reliability.figures import record
 from tests.harness import HTTP_PORT, reliability_engine, running
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 PHASE_S = float(os.environ.get("TICKETSERVE_ISOLATION_PHASE_S", "15"))
 FRONT_PORT = int(os.environ.get("TICKETSERVE_TEST_FRONT_PORT", "18088"))

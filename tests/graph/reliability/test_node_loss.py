@@ -14,7 +14,7 @@ import pytest
 from models.build import ROOT
 from tests.graph.reliability.figures import record
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 # The load run's length (the drill's default: 45 s); the second node dies 12 s in.
 RUN_S = os.environ.get("TICKETSERVE_NODE_LOSS_RUN_S", "45")

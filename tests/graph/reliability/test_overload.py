@@ -24,7 +24,7 @@ from loadkit.graph_args import merged, shipped_args
 from tests.graph.reliability.figures import record
 from tests.harness import HTTP_PORT, LENIENT_ANTISPAM, reliability_engine, running
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 STEP_S = float(os.environ.get("TICKETSERVE_OVERLOAD_STEP_S", "10"))
 FRONT_DOOR = os.environ.get("TICKETSERVE_OVERLOAD_FRONT_DOOR", "1") == "1"

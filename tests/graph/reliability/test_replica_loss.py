@@ -19,7 +19,7 @@ from loadkit.generators import Outcomes, closed_loop, ticket_bodies
 from tests.graph.reliability.figures import record
 from tests.harness import LENIENT_ANTISPAM, reliability_engine, running
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 APP = "replicaloss"
 REPLICAS = {"ModelReplica": 2, "Tokenizer": 2, "EdgeRouter": 2}

@@ -25,7 +25,7 @@ from models.variant import derive
 from tests.graph.reliability.figures import record
 from tests.harness import LENIENT_ANTISPAM, deploy, reliability_engine, running
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
 APP = "upgrade"
 UPGRADE_AT_S = 5.0
