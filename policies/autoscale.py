@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,16 +34,38 @@ class ScaleSignals:
     p95_ms: float | None  # worst replica's p95 over the look-back; None when nothing finished
 
 
-def desired_replicas(config: AutoscaleConfig, s: ScaleSignals) -> tuple[int, str]:
+# What decided a count: the reactive signals here, a pre-scaling floor (policies.prescale).
+ScaleCause = Literal["cold_start", "idle", "queue", "latency", "both_low", "hold", "schedule", "growth"]
+SCALE_CAUSES: tuple[ScaleCause, ...] = (
+    "cold_start",
+    "idle",
+    "queue",
+    "latency",
+    "both_low",
+    "hold",
+    "schedule",
+    "growth",
+)
+
+
+class ScaleDecision(NamedTuple):
+    replicas: int
+    cause: ScaleCause
+    detail: str  # the figures behind it, for the log
+
+
+def desired_replicas(config: AutoscaleConfig, s: ScaleSignals) -> ScaleDecision:
     if s.replicas == 0:
-        return (1, "cold start") if s.ongoing_requests > 0 else (0, "idle")
+        return (
+            ScaleDecision(1, "cold_start", "cold start") if s.ongoing_requests > 0 else ScaleDecision(0, "idle", "idle")
+        )
     by_queue = s.ongoing_requests / config.target_ongoing_per_replica
     load = by_queue / s.replicas
     latency = (s.p95_ms or 0.0) / config.p95_target_ms
     if load > 1:
-        return max(s.replicas + 1, math.ceil(by_queue)), f"queue {load:.2f}x target"
+        return ScaleDecision(max(s.replicas + 1, math.ceil(by_queue)), "queue", f"queue {load:.2f}x target")
     if latency > 1:
-        return s.replicas + 1, f"p95 {latency:.2f}x target"
+        return ScaleDecision(s.replicas + 1, "latency", f"p95 {latency:.2f}x target")
     if load < config.scale_down_below and latency < config.scale_down_below and s.replicas > 1:
-        return max(1, s.replicas - 1, math.ceil(by_queue)), "both signals low"
-    return s.replicas, "hold"
+        return ScaleDecision(max(1, s.replicas - 1, math.ceil(by_queue)), "both_low", "both signals low")
+    return ScaleDecision(s.replicas, "hold", "hold")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,6 +69,7 @@ class LoadSample:
 class Prescale:
     floor: int  # replicas the reactive count may not go under; 0: no floor
     reason: str
+    source: Literal["schedule", "growth"] = "schedule"  # what raised the floor, when there is one
 
 
 def _need(load: float, target_per_replica: float, reserve: int) -> int:
@@ -117,7 +119,7 @@ def growth_floor(
     span_s = recent[-1].at_s - recent[0].at_s
     projected = now * growth ** (config.horizon_s / span_s)
     need = _need(projected, target_per_replica, config.reserve_replicas)
-    return Prescale(need, f"growth {growth:.2f}x: load {projected:.0f} in {config.horizon_s:g} s")
+    return Prescale(need, f"growth {growth:.2f}x: load {projected:.0f} in {config.horizon_s:g} s", "growth")
 
 
 def prescale(
@@ -135,4 +137,4 @@ def prescale(
         growth_floor(config, now_s, history, target_per_replica),
         key=lambda p: p.floor,
     )
-    return Prescale(min(best.floor, max_replicas), best.reason)
+    return Prescale(min(best.floor, max_replicas), best.reason, best.source)

@@ -153,7 +153,13 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory, prometheus):
         admin={"token": ADMIN_TOKEN},
     )
     # One tokenizer slot and one queue place: a burst finds it full (tokenizer unreachable).
-    options = {"Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1}}
+    # The edge router autoscaled by the shipped policy (held at one replica): the replicas
+    # and scaling-decision panels.
+    policy = {"policy_function": "deployments.control.autoscaling:QueueLatencyPolicy"}
+    options = {
+        "Tokenizer": {"max_ongoing_requests": 1, "max_queued_requests": 1},
+        "EdgeRouter": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 1, "policy": policy}},
+    }
     with running(ray_serve, APP, args, options) as client:
         yield client
 

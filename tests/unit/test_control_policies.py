@@ -307,6 +307,10 @@ def test_autoscale_up_on_queue_or_latency_down_one_at_a_time():
     assert desired_replicas(c, ScaleSignals(4, 4, 100))[0] == 3
     assert desired_replicas(c, ScaleSignals(1, 0, None))[0] == 1
     assert desired_replicas(c, ScaleSignals(0, 3, None))[0] == 1
+    causes = [
+        desired_replicas(c, ScaleSignals(*s)).cause for s in [(2, 45, 100), (2, 10, 1500), (2, 15, 600), (4, 4, 100)]
+    ]
+    assert causes == ["queue", "latency", "hold", "both_low"]
 
 
 # --- adaptive admission limit --------------------------------------------------------

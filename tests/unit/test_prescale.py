@@ -79,6 +79,7 @@ def test_the_serve_policy_raises_the_reactive_count_to_the_floor_and_keeps_the_b
         assert at(t, 1, 64)[0] == 1  # steady at baseline 64: one replica
     replicas, state = at(9_710, 1, 64)  # within the lead time
     assert replicas == 11 and state["last_reason"].startswith("ahead of a surge: scheduled surge at 10x")
+    assert state["cause"] == "schedule"
     # The surge's own load does not become its baseline: still 10 x 64 expected.
     assert at(10_100, 11, 640)[0] == 11
 
@@ -95,3 +96,21 @@ def test_a_decision_is_logged_once_while_it_waits_out_serves_delay(caplog):
         assert policy(context(4, 80, None))[0] == 8
     lines = [r.getMessage() for r in caplog.records if "replicas" in r.getMessage()]
     assert len(lines) == 2 and "1 -> 4" in lines[0] and "4 -> 8" in lines[1]
+
+
+def test_growth_raises_a_floor_whose_cause_is_growth():
+    config = PrescaleConfig(growth_window_s=60, growth_trigger=1.5, horizon_s=60, reserve_replicas=0)
+    rising = [LoadSample(1_000 + t, 64 + 4 * t) for t in range(0, 61, 5)]  # 64 -> 304 in flight
+    floor = prescale(config, 1_060, rising, 64, 64, 16)
+    assert floor.source == "growth" and floor.floor > 5, floor
+
+
+def test_decisions_are_counted_by_cause_once_each():
+    counted: list[dict[str, str]] = []
+    policy = QueueLatencyPolicy(target_ongoing_per_replica=10, record_decision=counted.append)
+    for tick in range(10):  # the same decision on every tick, its figures moving
+        policy(context(1, 35 + tick / 10, None))
+    policy(context(4, 40, None))  # applied: a new (current, wanted) pair, held
+    policy(context(4, 4, None))  # both signals low
+    assert [c["cause"] for c in counted] == ["queue", "hold", "both_low"]
+    assert {c["deployment"] for c in counted} == {"ModelReplica"} and {c["application"] for c in counted} == {"tickets"}
