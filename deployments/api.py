@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.ranking import RunnersUp
+from policies.deferral import Priority
 
 Route = Literal["template", "cache", "edge_model", "model", "degraded"]
 
@@ -147,6 +148,11 @@ class ClassifyRequest(BaseModel):
         None, max_length=256, description="caller's ticket id: the same id always lands on the same model side"
     )
     lang: str | None = Field(None, max_length=16, description="language hint (BCP 47), e.g. en, zh, ja")
+    priority: Priority = Field(
+        "interactive",
+        description="background: a ticket that can wait; refused for capacity, it is held and tried again "
+        "(ingress.background) instead of answered 503 at once",
+    )
 
 
 class ClassifyResponse(BaseModel):

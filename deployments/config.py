@@ -17,6 +17,7 @@ from kv_partition.registry import RegistryConfig
 from policies.admission import AdmissionConfig
 from policies.batching import BatchSizeConfig
 from policies.breaker import BreakerConfig
+from policies.deferral import DeferralConfig
 from policies.label_drift import LabelDriftConfig
 from policies.language import LanguageConfig
 from policies.micro_batch import MicroBatchConfig
@@ -47,6 +48,10 @@ class IngressConfig(Strict):
     label_drift: LabelDriftConfig = Field(
         default_factory=LabelDriftConfig,
         description="window of recent answers whose label mix is compared with the training mix",
+    )
+    background: DeferralConfig = Field(
+        default_factory=DeferralConfig,
+        description="background tickets refused for capacity: how long and how they are held for another try",
     )
 
 

@@ -31,6 +31,7 @@ from deployments.config_loop import ReviewConfig
 from deployments.graph_nodes import GraphNodes, TicketPath
 from deployments.http.admin import AdminEndpoints
 from deployments.http.health import graph_health
+from deployments.http.holding import BackgroundHold, CapacityRefusal
 from deployments.http.request_context import RequestContext
 from deployments.metrics.answer_metrics import AnswerMetrics
 from deployments.metrics.held_gauge import HeldGauge
@@ -98,6 +99,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
         )
         self._ongoing = 0
         self._peak = 0
+        self._hold = BackgroundHold(config.background)
         self._admission = AdaptiveConcurrency(config.admission, time.monotonic())
         self._recent = LatencyWindow(config.admission.interval_s)
         self._requests = Counter(
@@ -154,13 +156,23 @@ class Ingress(AdminEndpoints, ColocatedModel):
     async def _answer(
         self, ticket: Any, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
-        """One ticket, answered or refused; counted here whichever endpoint it came by."""
-        self._ongoing += 1
-        self._peak = max(self._peak, self._ongoing)
+        """One ticket, answered or refused; counted here whichever endpoint it came by. A
+        background ticket refused for capacity is held for another try (policies.deferral)."""
         try:
-            answer = await self._admitted(ticket, request_id, start, context)
-        finally:
-            self._ongoing -= 1
+            body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
+        except ValidationError as e:
+            answer: ClassifyResponse | ApiError = ApiError(
+                422, "invalid_request", describe_validation_errors(e.errors())
+            )
+        else:
+            answer = await self._admitted(body, request_id, start, context)
+            if isinstance(answer, CapacityRefusal) and body.priority == "background":
+                answer = await self._hold.answer(
+                    lambda: self._admitted(body, request_id, start, context),
+                    answer,
+                    start,
+                    lambda: (self._ongoing, self._admission.limit),
+                )
         if isinstance(answer, ApiError):
             tags = {"route": "none", "status": str(answer.status)}
             self._latency.observe((time.perf_counter() - start) * 1000, tags=tags)
@@ -180,18 +192,19 @@ class Ingress(AdminEndpoints, ColocatedModel):
             self._admission_limit.set(limit)
 
     async def _admitted(
-        self, ticket: Any, request_id: str, start: float, context: RequestContext
+        self, body: ClassifyRequest, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
-        if self._ongoing > self._admission.limit:
-            # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
-            return ApiError(503, "overloaded", "too many tickets in flight; retry later", self._config.retry_after_s)
+        self._ongoing += 1
+        self._peak = max(self._peak, self._ongoing)
         try:
-            body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
+            if self._ongoing > self._admission.limit:
+                # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
+                return CapacityRefusal("too many tickets in flight; retry later", self._config.retry_after_s)
             return await self._classify_one(body, request_id, start, context)
-        except ValidationError as e:
-            return ApiError(422, "invalid_request", describe_validation_errors(e.errors()))
         except ApiError as e:
             return e
+        finally:
+            self._ongoing -= 1
 
     async def _classify_one(
         self, body: ClassifyRequest, request_id: str, start: float, context: RequestContext
@@ -211,8 +224,8 @@ class Ingress(AdminEndpoints, ColocatedModel):
         try:
             result = await asyncio.wait_for(response, self._config.request_timeout_s)
         except BackPressureError:
-            raise ApiError(
-                503, "overloaded", "a queue on the ticket's path is full; retry later", self._config.retry_after_s
+            raise CapacityRefusal(
+                "a queue on the ticket's path is full; retry later", self._config.retry_after_s
             ) from None
         except TimeoutError:
             response.cancel()

@@ -1,0 +1,64 @@
+"""Background tickets on a real graph (fake engine, 1.5 s a ticket, an ingress that admits
+two at a time): refused for capacity, an interactive ticket gets its 503 at once, a
+background one is held and answered once the two in flight are done."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from deployments.config import EDGE_OFF
+from tests.harness import fake_args, running
+
+APP = "background"
+
+
+@pytest.fixture(scope="module")
+def busy(ray_serve, default_model_dir):
+    args = fake_args(
+        default_model_dir,
+        edge=EDGE_OFF,
+        retry={"enabled": False},
+        breaker={"enabled": False},
+        ingress={
+            "admission": {"enabled": False, "max_limit": 2, "min_limit": 1, "initial_limit": 2},
+            "background": {"max_wait_s": 10, "retry_interval_ms": 100},
+        },
+    )
+    args["model"]["engine"]["fake_latency_ms"] = 1500
+    with running(ray_serve, APP, args) as client:
+        yield client
+
+
+def test_a_background_ticket_waits_for_capacity_where_an_interactive_one_is_refused(busy):
+    def send(i: int, priority: str):
+        body = {"text": f"my parcel {i} never arrived", "user_id": f"u-{i}", "priority": priority}
+        began = time.monotonic()
+        r = busy.post("/v1/classify", json=body)
+        return r, time.monotonic() - began
+
+    with ThreadPoolExecutor(6) as pool:
+        first = [pool.submit(send, i, "interactive") for i in range(2)]
+        time.sleep(0.5)  # both in flight: the ingress is full
+        later = {
+            p: [pool.submit(send, 10 + i + 5 * k, p) for i in range(2)]
+            for k, p in enumerate(("interactive", "background"))
+        }
+        answered = [f.result() for f in first]
+        refused = [f.result() for f in later["interactive"]]
+        held = [f.result() for f in later["background"]]
+    assert all(r.status_code == 200 for r, _ in answered), [r.text for r, _ in answered]
+    for r, took_s in refused:
+        assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded", r.text
+        assert r.headers["Retry-After"] == "1" and took_s < 1.0
+    for r, took_s in held:
+        assert r.status_code == 200 and r.json()["route"] == "model", r.text
+        assert took_s > 1.0  # held until the first two were answered
+
+
+def test_an_unknown_priority_is_a_clear_422(busy):
+    r = busy.post("/v1/classify", json={"text": "where is my order", "priority": "urgent"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    assert "priority" in r.json()["error"]["message"], r.text
