@@ -33,17 +33,19 @@ LOAD_ANTISPAM = {
 }
 
 
-def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False, policies: bool = True):
+def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False, policies: bool = True, fake_engine: bool = False):
     """serve_config.yaml's graph serving `model_dir`: edge answers on or off, control
-    policies (adaptive batch knob, breaker, retries, fallbacks, replica queue bound) on or off."""
+    policies (adaptive batch knob, breaker, retries, fallbacks, replica queue bound) on or
+    off, vLLM or the fake engine (answers at no cost: the graph's own work alone)."""
     from deployments.config import EDGE_OFF, POLICIES_OFF, AppConfig
 
+    engine = {"mode": "fake"} if fake_engine else {"gpu_memory_utilization": BENCH_KV_FRACTION}
     args = merged(
         shipped_args(),
         {
             "antispam": LOAD_ANTISPAM,
             "edge": {} if edge else EDGE_OFF,
-            "model": {"engine": {"model_dir": str(model_dir), "gpu_memory_utilization": BENCH_KV_FRACTION}},
+            "model": {"engine": {"model_dir": str(model_dir), **engine}},
         },
     )
     return AppConfig.from_args(args if policies else merged(args, POLICIES_OFF))

@@ -1,9 +1,11 @@
 """Where the CPU goes: CPU seconds of every process during a bounded load on the default graph.
 
-    python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log]
+    python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log] [--fake-engine] [--edge]
 
-Prints the top processes with their share and the CPU-ms per answered request; writes
-bench/results/cpu_split.json.
+Prints the top processes with their share and the CPU-ms per answered request; writes bench/results/cpu_split.json (`--out` another file).
+`--fake-engine`: the model answers at no cost, so what is measured is the graph's own
+work (HTTP proxy, ingress, stages, Serve's hops). `--edge`: templates, result cache and
+pre-classifier on (off by default: every ticket takes the model path).
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_load_args(p, seconds=20, warmup_seconds=5)
     p.add_argument("--no-access-log", action="store_true", help="turn Serve's access logs off")
+    p.add_argument("--fake-engine", action="store_true", help="the fake engine at no cost instead of vLLM")
+    p.add_argument("--edge", action="store_true", help="edge answers on (off: every ticket takes the model path)")
+    p.add_argument("--out", default="cpu_split", help="results name under bench/results/")
     a = p.parse_args()
-    config = graph_config()
+    config = graph_config(edge=a.edge, fake_engine=a.fake_engine)
     options = {}
     if a.no_access_log:
         options = {n: {"logging_config": {"enable_access_log": False}} for n in DEPLOYMENT_NAMES}
@@ -62,10 +67,12 @@ def main() -> None:
     per_request_ms = 1000 * total / max(1, result.ok)
     print(f"total {total:.1f} CPU-s over {result.seconds:.1f} s; {per_request_ms:.1f} CPU-ms per request")
     write_results(
-        "cpu_split",
+        a.out,
         {
             **result.row(),
             "cpu_ms_per_request": per_request_ms,
+            "engine": "fake" if a.fake_engine else "vllm",
+            "edge": a.edge,
             "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]],
         },
     )
