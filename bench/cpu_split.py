@@ -1,11 +1,12 @@
 """Where the CPU goes: CPU seconds of every process during a bounded load on the default graph.
 
-    python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log] [--fake-engine] [--edge]
+    python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log] [--fake-engine] [--edge] [--haproxy]
 
 Prints the top processes with their share and the CPU-ms per answered request; writes bench/results/cpu_split.json (`--out` another file).
 `--fake-engine`: the model answers at no cost, so what is measured is the graph's own
 work (HTTP proxy, ingress, stages, Serve's hops). `--edge`: templates, result cache and
-pre-classifier on (off by default: every ticket takes the model path).
+pre-classifier on (off by default: every ticket takes the model path). `--haproxy`: Serve's
+HAProxy mode, as served (deployments/ray_env.py), instead of its Python proxy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bench.common import (
     write_results,
 )
 from deployments.graph import DEPLOYMENT_NAMES
+from deployments.ray_env import HAPROXY_ENV
 from serve_app import bind_graph
 
 PORT = 18300
@@ -37,8 +39,11 @@ def main() -> None:
     p.add_argument("--no-access-log", action="store_true", help="turn Serve's access logs off")
     p.add_argument("--fake-engine", action="store_true", help="the fake engine at no cost instead of vLLM")
     p.add_argument("--edge", action="store_true", help="edge answers on (off: every ticket takes the model path)")
+    p.add_argument("--haproxy", action="store_true", help="Serve's HAProxy mode (the served default)")
     p.add_argument("--out", default="cpu_split", help="results name under bench/results/")
     a = p.parse_args()
+    if a.haproxy:
+        os.environ.update(HAPROXY_ENV)
     config = graph_config(edge=a.edge, fake_engine=a.fake_engine)
     options = {}
     if a.no_access_log:
@@ -73,6 +78,7 @@ def main() -> None:
             "cpu_ms_per_request": per_request_ms,
             "engine": "fake" if a.fake_engine else "vllm",
             "edge": a.edge,
+            "proxy": "haproxy" if a.haproxy else "python",
             "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]],
         },
     )

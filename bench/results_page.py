@@ -105,6 +105,24 @@ def render_retrain_p99(result: dict) -> list[str]:
     ]
 
 
+def render_cpu_split(result: dict) -> list[str]:
+    """bench.cpu_split: the load's figures, then the CPU per process over the measured run."""
+    total_s = sum(p["cpu_s"] for p in result["processes"])
+    per_ticket = [
+        [p["name"].strip(), f"{p['cpu_s']:.1f} s", f"{1000 * p['cpu_s'] / result['requests']:.1f}"]
+        for p in result["processes"][:8]
+    ]
+    return [
+        f"Engine {result['engine']}, edge answers {'on' if result['edge'] else 'off'}, "
+        f"{result.get('proxy', 'python')} proxy: {result['users']} "
+        f"closed-loop users, {result['req_per_s']:g} tickets/s, P50 {result['p50_ms']:.0f} ms, P99 "
+        f"{result['p99_ms']:.0f} ms, {result['errors']} errors. **{result['cpu_ms_per_request']:.1f} CPU-ms per "
+        f"ticket** in all ({total_s:.1f} CPU-s in the top {len(result['processes'])} processes).",
+        "",
+        *markdown_table(["process", "CPU", "CPU-ms per ticket"], per_ticket),
+    ]
+
+
 def render_quality(result: dict) -> list[str]:
     """bench.quality: per served model, the golden set, out-of-scope text and Bitext."""
     blocks: list[list[str]] = []
@@ -186,6 +204,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {
     "golden": render_golden,
     "loop": render_loop,
     "retrain_p99": render_retrain_p99,
+    "cpu_split": render_cpu_split,
 }
 
 
