@@ -5,7 +5,7 @@
 #             rollout tests (a canary judged, a retrain built); no vLLM engine starts
 #   --drills  the drills alone (pytest marker `drill`: overload, replica, node and KV-cache
 #             replica loss, isolation, an upgrade under load, the LLM regime beside vLLM's
-#             own server): minutes of load each, ~15 min in all here. Run them when a change
+#             own server): minutes of load each, ~16 min in all on 2 cores. Run them when a change
 #             touches the request path; scripts/reliability.sh runs them at full size on vLLM
 # Other arguments go to pytest.
 set -euo pipefail
