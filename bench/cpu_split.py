@@ -2,7 +2,8 @@
 
     python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log] [--fake-engine] [--edge] [--haproxy]
 
-Prints the top processes with their share and the CPU-ms per answered request; writes bench/results/cpu_split.json (`--out` another file).
+Prints the top processes with their share and the CPU-ms per answered request; writes
+bench/results/cpu_split.json (`--out` another name).
 `--fake-engine`: the model answers at no cost, so what is measured is the graph's own
 work (HTTP proxy, ingress, stages, Serve's hops). `--edge`: templates, result cache and
 pre-classifier on (off by default: every ticket takes the model path). `--haproxy`: Serve's

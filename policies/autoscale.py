@@ -36,16 +36,6 @@ class ScaleSignals:
 
 # What decided a count: the reactive signals here, a pre-scaling floor (policies.prescale).
 ScaleCause = Literal["cold_start", "idle", "queue", "latency", "both_low", "hold", "schedule", "growth"]
-SCALE_CAUSES: tuple[ScaleCause, ...] = (
-    "cold_start",
-    "idle",
-    "queue",
-    "latency",
-    "both_low",
-    "hold",
-    "schedule",
-    "growth",
-)
 
 
 class ScaleDecision(NamedTuple):
