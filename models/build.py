@@ -364,7 +364,9 @@ def train(
     # The uncased English vocabulary maps most Chinese characters to [UNK]; giving each
     # unknown character of the training data its own token lets the model learn them.
     # (The XLM-R vocabulary of e5 knows them all: nothing is added there.)
-    unknown = sorted({ch for text, _ in rows for ch in text if tokenizer.tokenize(ch) == [tokenizer.unk_token]})
+    # Each distinct character once: asking for every occurrence took 15 s on the bundled data.
+    chars = {ch for text, _ in rows for ch in text}
+    unknown = sorted(ch for ch in chars if tokenizer.tokenize(ch) == [tokenizer.unk_token])
     if unknown:
         if settings.frozen_layers:
             raise SystemExit(

@@ -15,6 +15,7 @@ int8 rounding of activations (tests/unit/test_e5_base.py compares the two).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import sys
@@ -160,7 +161,8 @@ def write_base(out: Path) -> Path:
     # The 4-bit file carries no pooler; an identity dense layer passes [CLS] through.
     state["pooler.dense.weight"] = np.eye(hidden, dtype=np.float32)
     state["pooler.dense.bias"] = np.zeros(hidden, dtype=np.float32)
-    tmp = out.with_name(out.name + ".tmp")
+    # A folder of this writer's own: the model build and a test may convert at once.
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
@@ -182,8 +184,14 @@ def write_base(out: Path) -> Path:
             indent=2,
         )
     )
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    try:
+        tmp.rename(out)
+    except OSError:  # `out` is there: another writer's, finished first, or a broken one
+        if done.exists():
+            shutil.rmtree(tmp)
+        else:
+            shutil.rmtree(out)
+            tmp.rename(out)
     return out
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up: .venv with the project installed (CPU build of vLLM unless a GPU is
-# present or TICKETSERVE_FLAVOR=gpu), then the default model built if missing.
+# present or TICKETSERVE_FLAVOR=gpu), then the default model built if missing
+# (--no-build: the install alone; scripts/test.sh builds the model beside the unit tests).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -46,7 +47,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   check=$!
 fi
 
-.venv/bin/python -m models.build
+[ "${1:-}" = --no-build ] || .venv/bin/python -m models.build
 if [ -n "$check" ]; then
   wait "$check"
   echo "$want" > "$stamp"

@@ -11,8 +11,22 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-bash scripts/setup.sh
+bash scripts/setup.sh --no-build
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# The default model builds (or is found built) beside the lint, the type check and the unit
+# tests that need no model: its first minute runs on one core, and the rest leaves some over.
+build_log=$(mktemp)
+.venv/bin/python -m models.build >"$build_log" 2>&1 &
+build=$!
+trap 'kill "$build" 2>/dev/null || true' EXIT  # a failed check stops the build too
+model_built() {
+  if ! wait "$build"; then
+    cat "$build_log"
+    echo "the default model's build failed" >&2
+    exit 1
+  fi
+  tail -n 1 "$build_log"
+}
 # The drills and the reliability suite at CI size (scripts/reliability.sh runs them at full size).
 export TICKETSERVE_FUZZ_INPUTS=${TICKETSERVE_FUZZ_INPUTS:-1000}
 export TICKETSERVE_OVERLOAD_STEP_S=${TICKETSERVE_OVERLOAD_STEP_S:-6}
@@ -29,14 +43,21 @@ export TICKETSERVE_UPGRADE_MODEL_REPLICAS=${TICKETSERVE_UPGRADE_MODEL_REPLICAS:-
 .venv/bin/ruff format --check .
 # Types: every room, tests/ included (its one relaxed rule: pyproject.toml), clean.
 .venv/bin/ty check
-case "${1:-}" in
+mode=${1:-}
+case "$mode" in --fast | --drills) shift ;; esac
+# With pytest arguments of the caller's own, one run after the build selects by them alone.
+later=
+if [ "$mode" != --drills ] && [ $# -eq 0 ]; then
+  .venv/bin/python -m pytest -v -rs --durations=10 tests/unit -m model_free
+  later=" and not model_free"
+fi
+model_built
+case "$mode" in
   --fast)
-    shift
-    exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout" "$@"
+    exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout$later" "$@"
     ;;
   --drills)
-    shift
     exec .venv/bin/python -m pytest -v -rs --durations=25 -m drill "$@"
     ;;
 esac
-exec .venv/bin/python -m pytest -v -rs --durations=40 -m "not drill" "$@"
+exec .venv/bin/python -m pytest -v -rs --durations=40 -m "not drill$later" "$@"

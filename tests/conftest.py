@@ -16,7 +16,8 @@ TIERS = ("unit", "graph", "integration")  # folder = marker
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks each test with its tier, and runs the tests on a tier's shared graph (the
+    """Marks each test with its tier (and a unit test that needs no built default model
+    `model_free`: scripts/test.sh runs those while the model builds), and runs the tests on a tier's shared graph (the
     fixture `app` of tests/graph and of tests/integration) last in their tier: that graph
     comes up after the tier's other graphs are gone and is deleted with the tier, instead
     of idling beside them for minutes (six to nine replicas take ~0.1 core idle here; the
@@ -28,6 +29,8 @@ def pytest_collection_modifyitems(config, items):
         if folder in TIERS:
             item.add_marker(getattr(pytest.mark, folder))
             tiers.setdefault(folder, []).append(i)
+        if folder == "unit" and "default_model_dir" not in item.fixturenames:
+            item.add_marker(pytest.mark.model_free)
     for slots in tiers.values():
         tier = [items[i] for i in slots]
         ordered = [t for t in tier if "app" not in t.fixturenames] + [t for t in tier if "app" in t.fixturenames]
