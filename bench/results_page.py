@@ -195,7 +195,29 @@ def render_surge(result: dict) -> list[str]:
         ("changes/min steady", "replica_changes_per_min_steady", str),
     ]
     rows = [[name] + [fmt(p[key]) for _, key, fmt in cols] for name, p in result["policies"].items()]
-    return lines + markdown_table(["policy"] + [c for c, _, _ in cols], rows)
+    lines += markdown_table(["policy"] + [c for c, _, _ in cols], rows)
+    waiting = {name: p["background"] for name, p in result["policies"].items() if "background" in p}
+    if not waiting:
+        return lines
+    cols = [
+        ("tickets", "tickets", str),
+        ("answered", "answered_share", share),
+        ("refused", "refused_share", share),
+        ("lost", "lost", str),
+        ("hung", "hung", str),
+        ("answered past 2 s", "past_2s", str),
+        ("P50", "p50_ms", lambda v: "—" if v is None else f"{v:.0f} ms"),
+        ("P99", "p99_ms", lambda v: "—" if v is None else f"{v:.0f} ms"),
+    ]
+    rows = [[name] + [fmt(b[key]) for _, key, fmt in cols] for name, b in waiting.items()]
+    return [
+        *lines,
+        "",
+        f"The table above counts the interactive tickets; {s['background_share']:.0%} of the rate was sent as "
+        '`"priority": "background"`, held by the ingress for capacity instead of refused:',
+        "",
+        *markdown_table(["policy"] + [c for c, _, _ in cols], rows),
+    ]
 
 
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {

@@ -8,7 +8,10 @@ Each policy gets a fresh cluster (bench.surge_cluster: GPU nodes that the cluste
 autoscaler starts after `--node-start-s`), the shipped graph with its model replica as a
 GPU-shaped fake (deployments/engines/gpu_profile.py, scaled so that these two cores can
 saturate it: each replica needs one GPU, so each one beyond the first is a new node), and
-the load mix sent open-loop at the profile's rate, second by second. Policies:
+the load mix sent open-loop at the profile's rate, second by second; with
+`--background-share`, that share of the rate is tickets marked `"priority": "background"`
+(held by the ingress for capacity instead of refused, docs/policies.md#deferral), sent
+beside the interactive ones and reported apart. Policies:
 - `serve`: Serve's built-in policy on `target_ongoing_requests`;
 - `queue_latency`: deployments.control.autoscaling.QueueLatencyPolicy (queue and P95);
 - `prescale`: the same with an operator's schedule for the surge (policies/prescale.py).
@@ -116,6 +119,7 @@ class Settings:
     gpu_time_factor: float
     gpu_ceiling_divisor: int
     timeout_s: float  # client: an answer later than this is hung
+    background_share: float  # of the rate: tickets that may wait
 
 
 def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
@@ -333,10 +337,32 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
     }
 
 
+def background_summary(out: Outcomes) -> dict:
+    """Tickets that may wait: answered at all (within the client's timeout), and how late."""
+    total = max(1, out.total)
+    return {
+        "tickets": out.total,
+        "answered_share": round(out.counts["ok"] / total, 4),
+        "refused_share": round(out.counts["refused"] / total, 4),
+        "lost": out.counts["lost"],
+        "hung": out.counts["hung"],
+        "unexpected": out.counts["unexpected"],
+        "past_2s": sum(ms > WITHIN_MS for ms in out.ok_ms),
+        "p50_ms": percentile(out.ok_ms, 50, 1),
+        "p99_ms": percentile(out.ok_ms, 99, 1),
+    }
+
+
+def split_rate(steps: list[tuple[float, float]], share: float) -> tuple[list, list]:
+    """The profile's steps as (interactive, background) steps: `share` of each rate waits."""
+    return [(r * (1 - share), d) for r, d in steps], [(r * share, d) for r, d in steps]
+
+
 @dataclass(frozen=True)
 class PolicyRun:
     rows: list[dict]  # per_second
-    outcomes: Outcomes
+    outcomes: Outcomes  # interactive tickets
+    background: Outcomes  # tickets marked background (none without --background-share)
     samples: list[Sample]
     cpu: dict  # machine_cpu
     decisions: list[str]
@@ -379,17 +405,29 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
             warm = ticket_bodies(int(warm_s * s.base_rate) + 1, seed=1, user_prefix="warm")
             asyncio.run(open_loop_steps(url, warm, [(s.base_rate, warm_s)], s.timeout_s, max_in_flight=4096))
         time.sleep(max(0.0, began - time.time()))
-        steps = [(m * s.base_rate, 1.0) for m, _ in profile]
+        interactive, waiting = split_rate([(m * s.base_rate, 1.0) for m, _ in profile], s.background_share)
+        later = [{**b, "ticket_id": f"{b['ticket_id']}-bg", "priority": "background"} for b in bodies]
+
+        async def both() -> tuple[list, list]:
+            sends = [open_loop_steps(url, bodies, interactive, s.timeout_s, max_in_flight=4096)]
+            if s.background_share:
+                sends.append(open_loop_steps(url, later, waiting, s.timeout_s, max_in_flight=4096))
+            done = await asyncio.gather(*sends)
+            return done[0], done[1] if len(done) > 1 else []
+
         cpu_before = psutil.cpu_times()
-        done = asyncio.run(open_loop_steps(url, bodies, steps, s.timeout_s, max_in_flight=4096))
+        done, done_later = asyncio.run(both())
         cpu = machine_cpu(cpu_before, psutil.cpu_times())
         stop.set()
         watcher.join()
-        out = Outcomes()
+        out, out_later = Outcomes(), Outcomes()
         for step in done:
             out.merge(step.outcomes)
+        for step in done_later:
+            out_later.merge(step.outcomes)
         # Sends are timed from open_loop_steps' own start, within milliseconds of `began`.
-        return PolicyRun(per_second(profile, s.base_rate, out, samples), out, samples, cpu, decisions(began))
+        rows = per_second(profile, s.base_rate * (1 - s.background_share), out, samples)
+        return PolicyRun(rows, out, out_later, samples, cpu, decisions(began))
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -438,9 +476,14 @@ def main() -> None:
     p.add_argument("--gpu-time-factor", type=float, default=48.0)
     p.add_argument("--gpu-ceiling-divisor", type=int, default=256)
     p.add_argument("--timeout-s", type=float, default=40.0, help="client timeout: later answers count as hung")
+    p.add_argument(
+        "--background-share", type=float, default=0.0, help="share of the rate sent as background tickets (0 to 0.9)"
+    )
     p.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/surge_PROFILE.json)")
     a = p.parse_args()
     s = Settings(**{f.name: getattr(a, f.name) for f in fields(Settings)})  # one option per field
+    if not 0 <= s.background_share <= 0.9:
+        p.error(f"--background-share {s.background_share}: from 0 to 0.9")
     policies: list[Policy] = []
     for name in a.policies.split(","):
         if name not in get_args(Policy):
@@ -464,6 +507,8 @@ def main() -> None:
             "needed_replicas": needed,
             "machine_cpu": run.cpu,
         }
+        if s.background_share:
+            summaries[policy]["background"] = background_summary(run.background)
         print(policy, summaries[policy])
     table = print_table([{"policy": k, **v} for k, v in summaries.items()])
     path = write_results(

@@ -156,8 +156,8 @@ class Ingress(AdminEndpoints, ColocatedModel):
     async def _answer(
         self, ticket: Any, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
-        """One ticket, answered or refused; counted here whichever endpoint it came by. A
-        background ticket refused for capacity is held for another try (policies.deferral)."""
+        """One ticket, answered or refused, and counted; held if background (policies.deferral)."""
+        tried = start  # the last try's start: a held ticket's wait is not time in service
         try:
             body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
         except ValidationError as e:
@@ -167,19 +167,21 @@ class Ingress(AdminEndpoints, ColocatedModel):
         else:
             answer = await self._admitted(body, request_id, start, context)
             if isinstance(answer, CapacityRefusal) and body.priority == "background":
-                answer = await self._hold.answer(
-                    lambda: self._admitted(body, request_id, start, context),
-                    answer,
-                    start,
-                    lambda: (self._ongoing, self._admission.limit),
-                )
+
+                async def again() -> ClassifyResponse | ApiError:
+                    nonlocal tried
+                    tried = time.perf_counter()
+                    return await self._admitted(body, request_id, start, context)
+
+                answer = await self._hold.answer(again, answer, start, lambda: (self._ongoing, self._admission.limit))
         if isinstance(answer, ApiError):
             tags = {"route": "none", "status": str(answer.status)}
             self._latency.observe((time.perf_counter() - start) * 1000, tags=tags)
         else:
             tags = {"route": answer.route, "status": "200"}
             self._latency.observe(answer.latency_ms, tags=tags)
-            self._adapt_admission(answer.latency_ms)
+            # Time in service: held seconds read as a slow path took the limit to its floor.
+            self._adapt_admission(answer.latency_ms - (tried - start) * 1000)
         self._requests.inc(tags=tags)
         return answer
 
@@ -244,14 +246,13 @@ class Ingress(AdminEndpoints, ColocatedModel):
             raise result.error()
         needs_review = await self._maybe_review(body, ticket, result, request_id)
         self._answers.answered(result.label, result.route, result.confidence, needs_review)
-        latency_ms = (time.perf_counter() - start) * 1000
         return ClassifyResponse(
             label=result.label,
             confidence=round(result.confidence, 6),
             route=result.route,
             model_version=result.model_version,
             request_id=request_id,
-            latency_ms=round(latency_ms, 2),
+            latency_ms=round((time.perf_counter() - start) * 1000, 2),
             language=result.language,
             answer_id=result.answer_id,
             degraded=result.degraded,

@@ -10,8 +10,10 @@ from bench.surge import (
     Sample,
     Settings,
     autoscaling,
+    background_summary,
     per_second,
     seconds,
+    split_rate,
     summarize,
     surge_multiple,
     surge_window_s,
@@ -33,6 +35,7 @@ SETTINGS = Settings(
     gpu_time_factor=24,
     gpu_ceiling_divisor=256,
     timeout_s=40,
+    background_share=0.2,
 )
 PHASES = (Phase("baseline", 2, 1, 1), Phase("ramp", 2, 1, 10), Phase("plateau", 2, 10, 10), Phase("after", 2, 1, 1))
 
@@ -106,3 +109,16 @@ def test_a_runs_outcomes_become_series_and_a_summary():
     samples[5] = Sample(5.0, 2, 0, 2)
     flapping = summarize(per_second(seconds(PHASES), 10, out, samples), out, samples, 3, 2.0)
     assert flapping["replica_changes_per_min_steady"] == 15.0  # one change in 4 steady seconds
+
+
+def test_background_tickets_take_their_share_of_every_second_and_are_judged_apart():
+    interactive, waiting = split_rate([(10.0, 1.0), (100.0, 1.0)], 0.2)
+    assert interactive == [(8.0, 1.0), (80.0, 1.0)] and waiting == [(2.0, 1.0), (20.0, 1.0)]
+    out = Outcomes()
+    out.add("ok", 0.5, 200, 300.0, '{"route": "model"}')
+    out.add("ok", 1.5, 200, 9000.0, '{"route": "model"}')  # held for capacity: late, answered
+    out.add("refused", 2.0, 503, 20000.0)
+    out.add("hung", 3.0)
+    summary = background_summary(out)
+    assert summary["tickets"] == 4 and summary["answered_share"] == 0.5 and summary["refused_share"] == 0.25
+    assert summary["past_2s"] == 1 and summary["hung"] == 1 and summary["p99_ms"] == 9000.0
