@@ -36,6 +36,7 @@ class BackgroundHold:
         self._sleep = sleep
         self._clock = clock
         self.held = 0
+        self.trying = 0
         self._outcomes = Counter(
             "ticket_held_total",
             description="Background tickets held for capacity, by how their hold ended: answered or refused.",
@@ -57,11 +58,15 @@ class BackgroundHold:
             while isinstance(answer, CapacityRefusal):
                 await self._sleep(self._config.retry_interval_ms / 1000)
                 in_flight, limit = load()
-                step = hold_step(self._config, self._clock() - start, in_flight, limit, self.held)
+                step = hold_step(self._config, self._clock() - start, in_flight, limit, self.held, self.trying)
                 if step == "refuse":
                     break
                 if step == "try":
-                    answer = await attempt()
+                    self.trying += 1
+                    try:
+                        answer = await attempt()
+                    finally:
+                        self.trying -= 1
         finally:
             self.held -= 1
         self._outcomes.inc(tags={"outcome": "refused" if isinstance(answer, ApiError) else "answered"})

@@ -17,6 +17,12 @@ def test_a_held_ticket_tries_only_under_the_interactive_headroom():
     assert hold_step(CONFIG, 0.5, in_flight=10, limit=20, held=1) == "wait"  # the top half is interactive
 
 
+def test_held_tickets_try_a_few_at_a_time():
+    full = CONFIG.model_copy(update={"max_trying": 2})
+    assert hold_step(full, 0.5, in_flight=0, limit=20, held=3, trying=1) == "try"
+    assert hold_step(full, 0.5, in_flight=0, limit=20, held=3, trying=2) == "wait"
+
+
 def test_a_held_ticket_gives_up_before_its_wait_would_pass_the_bound():
     assert hold_step(CONFIG, 1.5, in_flight=0, limit=20, held=1) == "try"
     assert hold_step(CONFIG, 1.6, in_flight=0, limit=20, held=1) == "refuse"  # 1.6 + 0.5 > 2.0
@@ -74,3 +80,31 @@ def test_the_hold_refuses_at_its_bound_and_never_turns_another_error_into_a_wait
 
     time.now = 0.0
     assert asyncio.run(hold.answer(slow, refusal(), 0.0, lambda: (0, 20))) is timed_out
+
+
+class YieldingTime(FakeTime):
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)  # the other held tickets look in turn
+
+
+def test_while_one_held_ticket_tries_the_others_wait_their_turn():
+    time, tries, gate = YieldingTime(), [], asyncio.Event()
+    hold = BackgroundHold(CONFIG.model_copy(update={"max_trying": 1, "max_wait_s": 10.0}), time.sleep, time.clock)
+
+    async def attempt() -> str | ApiError:
+        tries.append(time.now)
+        await gate.wait()  # the first try stays in the path until released
+        return "answered"
+
+    async def two() -> list:
+        first = asyncio.ensure_future(hold.answer(attempt, refusal(), 0.0, lambda: (0, 20)))
+        second = asyncio.ensure_future(hold.answer(attempt, refusal(), 0.0, lambda: (0, 20)))
+        for _ in range(8):  # the second ticket looks again and again while the first tries
+            await asyncio.sleep(0)
+        assert len(tries) == 1 and hold.trying == 1
+        gate.set()
+        return [await first, await second]
+
+    assert asyncio.run(two()) == ["answered", "answered"]
+    assert len(tries) == 2 and hold.trying == 0 and hold.held == 0
