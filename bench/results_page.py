@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.common import markdown_table
 from bench.stamp import ROOT, RunStamp
@@ -170,6 +171,19 @@ def render_quality(result: dict) -> list[str]:
     return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
 
 
+Column = tuple[str, str, Callable[[Any], str]]  # header, key, format
+
+
+def ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0f} ms"
+
+
+def by_policy(cols: list[Column], policies: dict[str, dict]) -> list[str]:
+    """One row per policy, one column per (header, key, format)."""
+    rows = [[name] + [fmt(p[key]) for _, key, fmt in cols] for name, p in policies.items()]
+    return markdown_table(["policy"] + [c for c, _, _ in cols], rows)
+
+
 def render_surge(result: dict) -> list[str]:
     """bench.surge: one row per autoscaling policy, same profile, same run."""
     s = result["settings"]
@@ -181,21 +195,20 @@ def render_surge(result: dict) -> list[str]:
         f"{s['target_ongoing']} requests each.",
         "",
     ]
-    cols = [
+    cols: list[Column] = [
         ("answered within 2 s", "answered_within_2s_share", share),
         ("refused", "refused_share", share),
         ("degraded", "degraded_share", share),
         ("lost", "lost", str),
         ("hung", "hung", str),
-        ("P99 baseline", "p99_baseline_ms", lambda v: f"{v:.0f} ms"),
-        ("P99 ramp", "p99_ramp_ms", lambda v: f"{v:.0f} ms"),
-        ("P99 plateau", "p99_plateau_ms", lambda v: f"{v:.0f} ms"),
+        ("P99 baseline", "p99_baseline_ms", ms),
+        ("P99 ramp", "p99_ramp_ms", ms),
+        ("P99 plateau", "p99_plateau_ms", ms),
         ("to capacity", "time_to_capacity_s", lambda v: "never" if v is None else f"{v:.0f} s"),
         ("node-seconds", "node_seconds", str),
         ("changes/min steady", "replica_changes_per_min_steady", str),
     ]
-    rows = [[name] + [fmt(p[key]) for _, key, fmt in cols] for name, p in result["policies"].items()]
-    lines += markdown_table(["policy"] + [c for c, _, _ in cols], rows)
+    lines += by_policy(cols, result["policies"])
     waiting = {name: p["background"] for name, p in result["policies"].items() if "background" in p}
     if not waiting:
         return lines
@@ -206,17 +219,16 @@ def render_surge(result: dict) -> list[str]:
         ("lost", "lost", str),
         ("hung", "hung", str),
         ("answered past 2 s", "past_2s", str),
-        ("P50", "p50_ms", lambda v: "—" if v is None else f"{v:.0f} ms"),
-        ("P99", "p99_ms", lambda v: "—" if v is None else f"{v:.0f} ms"),
+        ("P50", "p50_ms", ms),
+        ("P99", "p99_ms", ms),
     ]
-    rows = [[name] + [fmt(b[key]) for _, key, fmt in cols] for name, b in waiting.items()]
     return [
         *lines,
         "",
         f"The table above counts the interactive tickets; {s['background_share']:.0%} of the rate was sent as "
         '`"priority": "background"`, held by the ingress for capacity instead of refused:',
         "",
-        *markdown_table(["policy"] + [c for c, _, _ in cols], rows),
+        *by_policy(cols, waiting),
     ]
 
 

@@ -17,11 +17,12 @@ TIERS = ("unit", "graph", "integration")  # folder = marker
 
 def pytest_collection_modifyitems(config, items):
     """Marks each test with its tier (and a unit test that needs no built default model
-    `model_free`: scripts/test.sh runs those while the model builds), and runs the tests on a tier's shared graph (the
-    fixture `app` of tests/graph and of tests/integration) last in their tier: that graph
-    comes up after the tier's other graphs are gone and is deleted with the tier, instead
-    of idling beside them for minutes (six to nine replicas take ~0.1 core idle here; the
-    real-vLLM one sat beside the KV-cache, LLM-regime and observability graphs)."""
+    `model_free`: scripts/test.sh runs those while the model builds), and runs the tests
+    on a tier's shared graph (the fixture `app` of tests/graph and of tests/integration)
+    last in their tier: that graph comes up after the tier's other graphs are gone and is
+    deleted with the tier, instead of idling beside them for minutes (six to nine replicas
+    take ~0.1 core idle here; the real-vLLM one sat beside the KV-cache, LLM-regime and
+    observability graphs)."""
     root = Path(__file__).parent
     tiers: dict[str, list[int]] = {}
     for i, item in enumerate(items):

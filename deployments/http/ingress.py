@@ -157,7 +157,6 @@ class Ingress(AdminEndpoints, ColocatedModel):
         self, ticket: Any, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
         """One ticket, answered or refused, and counted; held if background (policies.deferral)."""
-        tried = start  # the last try's start: a held ticket's wait is not time in service
         try:
             body = ticket if isinstance(ticket, ClassifyRequest) else ClassifyRequest.model_validate(ticket)
         except ValidationError as e:
@@ -167,21 +166,18 @@ class Ingress(AdminEndpoints, ColocatedModel):
         else:
             answer = await self._admitted(body, request_id, start, context)
             if isinstance(answer, CapacityRefusal) and body.priority == "background":
-
-                async def again() -> ClassifyResponse | ApiError:
-                    nonlocal tried
-                    tried = time.perf_counter()
-                    return await self._admitted(body, request_id, start, context)
-
-                answer = await self._hold.answer(again, answer, start, lambda: (self._ongoing, self._admission.limit))
+                answer = await self._hold.answer(
+                    lambda: self._admitted(body, request_id, start, context),
+                    answer,
+                    start,
+                    lambda: (self._ongoing, self._admission.limit),
+                )
         if isinstance(answer, ApiError):
             tags = {"route": "none", "status": str(answer.status)}
             self._latency.observe((time.perf_counter() - start) * 1000, tags=tags)
         else:
             tags = {"route": answer.route, "status": "200"}
             self._latency.observe(answer.latency_ms, tags=tags)
-            # Time in service: held seconds read as a slow path took the limit to its floor.
-            self._adapt_admission(answer.latency_ms - (tried - start) * 1000)
         self._requests.inc(tags=tags)
         return answer
 
@@ -196,17 +192,21 @@ class Ingress(AdminEndpoints, ColocatedModel):
     async def _admitted(
         self, body: ClassifyRequest, request_id: str, start: float, context: RequestContext
     ) -> ClassifyResponse | ApiError:
+        admitted = time.perf_counter()
         self._ongoing += 1
         self._peak = max(self._peak, self._ongoing)
         try:
             if self._ongoing > self._admission.limit:
                 # Shed before any work: a fast 503 beats a slot in a queue that cannot drain in time.
                 return CapacityRefusal("too many tickets in flight; retry later", self._config.retry_after_s)
-            return await self._classify_one(body, request_id, start, context)
+            answer = await self._classify_one(body, request_id, start, context)
         except ApiError as e:
             return e
         finally:
             self._ongoing -= 1
+        # The limit adapts on time in service from this try: not a held ticket's wait before it.
+        self._adapt_admission((time.perf_counter() - admitted) * 1000)
+        return answer
 
     async def _classify_one(
         self, body: ClassifyRequest, request_id: str, start: float, context: RequestContext
