@@ -120,6 +120,7 @@ class Settings:
     gpu_ceiling_divisor: int
     timeout_s: float  # client: an answer later than this is hung
     background_share: float  # of the rate: tickets that may wait
+    warm_nodes: int = 0  # GPU nodes kept up from the cluster's start, before the load
 
 
 def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
@@ -372,11 +373,22 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
     import ray
     from ray import serve
 
-    cluster = FakeGpuCluster(max_gpu_nodes=s.max_replicas, node_start_s=s.node_start_s, idle_timeout_s=s.idle_timeout_s)
+    cluster = FakeGpuCluster(
+        max_gpu_nodes=s.max_replicas,
+        min_gpu_nodes=s.warm_nodes,
+        node_start_s=s.node_start_s,
+        idle_timeout_s=s.idle_timeout_s,
+    )
     ray_cli = Path(sys.executable).parent / "ray"
     cluster.start(ROOT, ray_cli)
     try:
         ray.init(address="auto", log_to_driver=False)
+        # Warm nodes start before the graph does: their start-up is not the load's.
+        deadline = time.time() + s.node_start_s + 120
+        while gpu_nodes_alive() < s.warm_nodes:
+            if time.time() > deadline:
+                raise RuntimeError(f"{s.warm_nodes} warm GPU nodes were not up within {s.node_start_s + 120:.0f} s")
+            time.sleep(1)
         serve.start(http_options={"host": "127.0.0.1", "port": PORT}, proxy_location="HeadOnly")
         profile = seconds(phases)
         url = f"http://127.0.0.1:{PORT}/"
@@ -479,11 +491,16 @@ def main() -> None:
     p.add_argument(
         "--background-share", type=float, default=0.0, help="share of the rate sent as background tickets (0 to 0.9)"
     )
+    p.add_argument(
+        "--warm-nodes", type=int, default=0, help="GPU nodes up before the load starts, kept for the whole run"
+    )
     p.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/surge_PROFILE.json)")
     a = p.parse_args()
     s = Settings(**{f.name: getattr(a, f.name) for f in fields(Settings)})  # one option per field
     if not 0 <= s.background_share <= 0.9:
         p.error(f"--background-share {s.background_share}: from 0 to 0.9")
+    if not 0 <= s.warm_nodes <= s.max_replicas:
+        p.error(f"--warm-nodes {s.warm_nodes}: from 0 to --max-replicas ({s.max_replicas})")
     policies: list[Policy] = []
     for name in a.policies.split(","):
         if name not in get_args(Policy):

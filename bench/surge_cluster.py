@@ -42,6 +42,7 @@ class SlowStartProvider(FakeMultiNodeProvider):
 class FakeGpuCluster:
     head_cpus: int = 2
     max_gpu_nodes: int = 8
+    min_gpu_nodes: int = 0  # started with the cluster and never removed as idle
     node_start_s: float = 20.0
     idle_timeout_s: float = 30.0  # an idle GPU node is removed after this
     object_store_bytes: int = 100 * 1024**2  # per GPU node: dozens of them share this machine's memory
@@ -51,7 +52,7 @@ class FakeGpuCluster:
         node = {
             "resources": {"CPU": 0, "GPU": 1, "object_store_memory": self.object_store_bytes},
             "node_config": {},
-            "min_workers": 0,
+            "min_workers": self.min_gpu_nodes,
             "max_workers": self.max_gpu_nodes,
         }
         return {

@@ -81,6 +81,9 @@ def test_gpu_nodes_are_the_only_ones_the_autoscaler_adds_and_they_start_late():
     assert config["available_node_types"][GPU_NODE]["max_workers"] == 5
     assert config["provider"]["node_start_s"] == 12 and config["provider"]["launch_multiple"]
     assert config["available_node_types"]["ray.head.default"]["max_workers"] == 0
+    assert config["available_node_types"][GPU_NODE]["min_workers"] == 0
+    warm = FakeGpuCluster(max_gpu_nodes=5, min_gpu_nodes=3).config()
+    assert warm["available_node_types"][GPU_NODE]["min_workers"] == 3
 
 
 def test_a_runs_outcomes_become_series_and_a_summary():
