@@ -183,6 +183,16 @@ def graph(policy: Policy, s: Settings, surge: ScheduledSurge):
     return bind_graph(AppConfig.from_args(args), options)
 
 
+def background_budget_s() -> float:
+    """What the API tells a background caller to allow (docs/api.md): the hold, then one
+    ticket's budget. A background ticket is hung only past it."""
+    from deployments.config import AppConfig
+    from loadkit.graph_args import shipped_args
+
+    config = AppConfig.from_args(shipped_args())
+    return config.ingress.background.max_wait_s + config.ingress.request_timeout_s
+
+
 @dataclass
 class Sample:
     at_s: float  # since the load's start
@@ -423,7 +433,8 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
         async def both() -> tuple[list, list]:
             sends = [open_loop_steps(url, bodies, interactive, s.timeout_s, max_in_flight=4096)]
             if s.background_share:
-                sends.append(open_loop_steps(url, later, waiting, s.timeout_s, max_in_flight=4096))
+                wait_s = max(s.timeout_s, background_budget_s())
+                sends.append(open_loop_steps(url, later, waiting, wait_s, max_in_flight=4096))
             done = await asyncio.gather(*sends)
             return done[0], done[1] if len(done) > 1 else []
 
@@ -487,7 +498,12 @@ def main() -> None:
     p.add_argument("--idle-timeout-s", type=float, default=30.0, help="an idle GPU node is removed after this")
     p.add_argument("--gpu-time-factor", type=float, default=48.0)
     p.add_argument("--gpu-ceiling-divisor", type=int, default=256)
-    p.add_argument("--timeout-s", type=float, default=40.0, help="client timeout: later answers count as hung")
+    p.add_argument(
+        "--timeout-s",
+        type=float,
+        default=40.0,
+        help="client timeout: later answers count as hung (background tickets: at least the hold and a ticket's budget)",
+    )
     p.add_argument(
         "--background-share", type=float, default=0.0, help="share of the rate sent as background tickets (0 to 0.9)"
     )

@@ -10,6 +10,7 @@ from bench.surge import (
     Sample,
     Settings,
     autoscaling,
+    background_budget_s,
     background_summary,
     per_second,
     seconds,
@@ -19,8 +20,10 @@ from bench.surge import (
     surge_window_s,
 )
 from bench.surge_cluster import GPU_NODE, FakeGpuCluster
+from deployments.config import AppConfig
 from deployments.control.autoscaling import QueueLatencyPolicy
 from loadkit.generators import Outcomes
+from loadkit.graph_args import shipped_args
 from policies.prescale import ScheduledSurge
 
 SETTINGS = Settings(
@@ -125,3 +128,9 @@ def test_background_tickets_take_their_share_of_every_second_and_are_judged_apar
     summary = background_summary(out)
     assert summary["tickets"] == 4 and summary["answered_share"] == 0.5 and summary["refused_share"] == 0.25
     assert summary["past_2s"] == 1 and summary["hung"] == 1 and summary["p99_ms"] == 9000.0
+
+
+def test_a_background_ticket_counts_as_hung_only_past_what_the_api_tells_its_caller():
+    config = AppConfig.from_args(shipped_args())
+    assert background_budget_s() == config.ingress.background.max_wait_s + config.ingress.request_timeout_s
+    assert background_budget_s() > SETTINGS.timeout_s
