@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import psutil
 
@@ -43,6 +43,9 @@ from loadkit.graph_args import merged
 from loadkit.stats import percentile
 from models.build import DEFAULT_OUT, ROOT
 from policies.prescale import ScheduledSurge
+
+if TYPE_CHECKING:
+    from deployments.config import AppConfig
 
 PORT = 8777
 APP = "surge"
@@ -151,10 +154,11 @@ def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
     return {**config, "policy": {"policy_function": policy_function, "policy_kwargs": kwargs}}
 
 
-def graph(policy: Policy, s: Settings, surge: ScheduledSurge):
+def app_config(s: Settings) -> AppConfig:
+    """The graph's settings: the shipped ones on the fake GPU engine, with the review store
+    and the retrainer off (the surge is about serving)."""
     from deployments.config import AppConfig
     from loadkit.graph_args import shipped_args
-    from serve_app import bind_graph
 
     engine = {
         "mode": "fake",
@@ -164,7 +168,6 @@ def graph(policy: Policy, s: Settings, surge: ScheduledSurge):
         "fake_gpu_ceiling_divisor": s.gpu_ceiling_divisor,
         "fake_gpu_start_s": s.replica_start_s,
     }
-    # The review store and the retrainer stay off: the surge is about serving.
     args = merged(
         shipped_args(),
         {
@@ -174,22 +177,24 @@ def graph(policy: Policy, s: Settings, surge: ScheduledSurge):
             "retrain": {"enabled": False},
         },
     )
+    return AppConfig.from_args(args)
+
+
+def graph(policy: Policy, s: Settings, surge: ScheduledSurge, config: AppConfig):
+    from serve_app import bind_graph
+
     options = {
         MODEL: {
             "autoscaling_config": autoscaling(policy, s, surge),
             "ray_actor_options": {"num_cpus": 0, "num_gpus": 1},
         }
     }
-    return bind_graph(AppConfig.from_args(args), options)
+    return bind_graph(config, options)
 
 
-def background_budget_s() -> float:
+def background_budget_s(config: AppConfig) -> float:
     """What the API tells a background caller to allow (docs/api.md): the hold, then one
     ticket's budget. A background ticket is hung only past it."""
-    from deployments.config import AppConfig
-    from loadkit.graph_args import shipped_args
-
-    config = AppConfig.from_args(shipped_args())
     return config.ingress.background.max_wait_s + config.ingress.request_timeout_s
 
 
@@ -411,7 +416,8 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
         surge = ScheduledSurge(
             start_unix_s=began + surge_s, end_unix_s=began + surge_end_s, load_multiple=surge_multiple(phases)
         )
-        serve.run(graph(policy, s, surge), name=APP, route_prefix="/", blocking=False)
+        config = app_config(s)
+        serve.run(graph(policy, s, surge, config), name=APP, route_prefix="/", blocking=False)
         while serve.status().applications[APP].status != "RUNNING":
             if time.time() > began:
                 raise RuntimeError(f"{policy}: the graph was not running within {ready_by_s:.0f} s")
@@ -433,7 +439,7 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
         async def both() -> tuple[list, list]:
             sends = [open_loop_steps(url, bodies, interactive, s.timeout_s, max_in_flight=4096)]
             if s.background_share:
-                wait_s = max(s.timeout_s, background_budget_s())
+                wait_s = max(s.timeout_s, background_budget_s(config))
                 sends.append(open_loop_steps(url, later, waiting, wait_s, max_in_flight=4096))
             done = await asyncio.gather(*sends)
             return done[0], done[1] if len(done) > 1 else []
