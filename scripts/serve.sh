@@ -2,6 +2,7 @@
 # Set up, start a local Ray head (dashboard on 127.0.0.1:8265, Prometheus metrics on
 # :8080) and serve serve_config.yaml on http://127.0.0.1:8000 until Ctrl-C.
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # bytecode written once, read at every start: scripts/setup.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh

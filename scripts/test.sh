@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, then run the tests. No option: the suite (unit, the graph on the fake engine,
 # then the real-vLLM tier) without the drills; the README's command and CI's.
-#   --fast    unit + fake-engine graph tier, without tests/graph/reliability and the
+#   --fast    unit + fake-engine graph tier, without the reliability suite's tests (marker
+#             `reliability`: tests/graph/reliability, hostile input, a refused start) and the
 #             rollout tests (a canary judged, a retrain built); no vLLM engine starts
 #   --drills  the drills alone (pytest marker `drill`: overload, replica, node and KV-cache
 #             replica loss, isolation, an upgrade under load, the LLM regime beside vLLM's
@@ -9,6 +10,7 @@
 #             touches the request path; scripts/reliability.sh runs them at full size on vLLM
 # Other arguments go to pytest.
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # bytecode written once, read at every start: scripts/setup.sh
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash scripts/setup.sh --no-build
@@ -56,7 +58,7 @@ fi
 model_built
 case "$mode" in
   --fast)
-    exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout$later" "$@"
+    exec .venv/bin/python -m pytest -v -rs --durations=25 tests/unit tests/graph --ignore=tests/graph/reliability -m "not rollout and not reliability$later" "$@"
     ;;
   --drills)
     exec .venv/bin/python -m pytest -v -rs --durations=25 -m drill "$@"

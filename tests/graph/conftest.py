@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.harness import ADMIN_TOKEN, deploy, fake_args, wait_healthy
+from tests.harness import ADMIN_TOKEN, delete, deploy, fake_args, wait_healthy
 
 
 @pytest.fixture(scope="package")
@@ -22,4 +22,4 @@ def app(ray_serve, default_model_dir) -> Iterator[httpx.Client]:
     wait_healthy(client)
     yield client
     client.close()
-    ray_serve.delete("fake-main")
+    delete(ray_serve, "fake-main")

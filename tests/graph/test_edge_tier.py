@@ -7,7 +7,7 @@ import httpx
 import pytest
 from ray import serve
 
-from tests.harness import ADMIN_TOKEN, HTTP_PORT, fake_args, graph_config, graph_options
+from tests.harness import ADMIN_TOKEN, HTTP_PORT, delete, fake_args, graph_config, graph_options
 
 
 def _route(r: httpx.Response) -> str:
@@ -137,7 +137,7 @@ def strict(ray_serve, default_model_dir):
     client = httpx.Client(base_url=f"http://127.0.0.1:{HTTP_PORT}/strict", timeout=60)
     yield client
     client.close()
-    ray_serve.delete("strict")
+    delete(ray_serve, "strict")
 
 
 def test_rate_limit_holds_across_replicas(strict):

@@ -7,7 +7,7 @@ import pytest
 from deployments.config import EDGE_OFF
 from models.artifacts import tokenizer_hash
 from serve_app import bind_graph
-from tests.harness import ADMIN_TOKEN, deploy, fake_args, graph_config, long_ticket
+from tests.harness import ADMIN_TOKEN, delete, deploy, fake_args, graph_config, long_ticket
 
 
 def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
@@ -22,9 +22,11 @@ def test_tokenizer_timeout_falls_back_to_raw_text(ray_serve, default_model_dir):
         assert state["tokenizer"]["fallback"] == 2 and state["tokenizer"]["tokenized"] == 0
     finally:
         client.close()
-        ray_serve.delete("fallback")
+        delete(ray_serve, "fallback")
 
 
+# A graph that fails to start: a reliability check, out of the fast tier.
+@pytest.mark.reliability
 def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, tiny_decoder_dir):
     # The shipped fused topology: the ingress builds the tokenizer stage in its own process
     # and refuses to start with it (in the chain the Tokenizer deployment does, same class).
@@ -41,4 +43,4 @@ def test_tokenizer_hash_mismatch_refuses_to_start(ray_serve, default_model_dir, 
         assert "tokenizer mismatch" in msg
         assert tokenizer_hash(default_model_dir) in msg and tokenizer_hash(tiny_decoder_dir) in msg
     finally:
-        ray_serve.delete("mismatch")
+        delete(ray_serve, "mismatch")

@@ -8,7 +8,7 @@ import pytest
 
 from deployments.config import EDGE_OFF
 from serve_app import bind_graph
-from tests.harness import HTTP_PORT, fake_args, graph_config, graph_options
+from tests.harness import HTTP_PORT, delete, fake_args, graph_config, graph_options
 
 pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
@@ -77,4 +77,4 @@ def test_overload_turns_into_fast_answers_never_lost(ray_serve, default_model_di
         else:
             assert not rejected and any(r.json()["degraded"] and r.json()["route"] == "degraded" for r in answers)
     finally:
-        ray_serve.delete(name)
+        delete(ray_serve, name)
