@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-from transformers import AutoTokenizer
 
 from deployments.nodes.tokenizer import load_encoder
 from models.build import BUNDLED_DATA, OOS_EVAL
@@ -23,6 +22,10 @@ def texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference(default_model_dir):
+    # Imported here, not at the top: transformers' tokenizer classes cost every pytest run's
+    # collection seconds, also the runs that deselect this module.
+    from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(default_model_dir)
 
 
