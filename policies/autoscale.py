@@ -32,10 +32,11 @@ class ScaleSignals:
     replicas: int
     ongoing_requests: float  # running + queued, summed over replicas
     p95_ms: float | None  # worst replica's p95 over the look-back; None when nothing finished
+    throttled_per_s: float = 0.0  # calls the replicas refused, their bounded queues full, summed
 
 
 # What decided a count: the reactive signals here, a pre-scaling floor (policies.prescale).
-ScaleCause = Literal["cold_start", "idle", "queue", "latency", "both_low", "hold", "schedule", "growth"]
+ScaleCause = Literal["cold_start", "idle", "queue", "throttled", "latency", "both_low", "hold", "schedule", "growth"]
 
 
 class ScaleDecision(NamedTuple):
@@ -49,11 +50,19 @@ def desired_replicas(config: AutoscaleConfig, s: ScaleSignals) -> ScaleDecision:
         return (
             ScaleDecision(1, "cold_start", "cold start") if s.ongoing_requests > 0 else ScaleDecision(0, "idle", "idle")
         )
-    by_queue = s.ongoing_requests / config.target_ongoing_per_replica
+    # A replica's bounded queue refuses what it cannot hold, so under a surge the queue stops
+    # growing while the demand does: the refused calls' rate times their time in service
+    # (Little's law, at the p95, or at its target before any finished) is the queue they
+    # would have made.
+    refused = s.throttled_per_s * (s.p95_ms or config.p95_target_ms) / 1000
+    by_queue = (s.ongoing_requests + refused) / config.target_ongoing_per_replica
     load = by_queue / s.replicas
     latency = (s.p95_ms or 0.0) / config.p95_target_ms
     if load > 1:
-        return ScaleDecision(max(s.replicas + 1, math.ceil(by_queue)), "queue", f"queue {load:.2f}x target")
+        cause: ScaleCause = (
+            "queue" if s.ongoing_requests > config.target_ongoing_per_replica * s.replicas else "throttled"
+        )
+        return ScaleDecision(max(s.replicas + 1, math.ceil(by_queue)), cause, f"demand {load:.2f}x target ({cause})")
     if latency > 1:
         return ScaleDecision(s.replicas + 1, "latency", f"p95 {latency:.2f}x target")
     if load < config.scale_down_below and latency < config.scale_down_below and s.replicas > 1:

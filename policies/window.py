@@ -1,5 +1,5 @@
-"""Sliding windows: recent request latencies (p95, completions per second), and extra
-work (retries, hedged copies) allowed as a share of the requests of a time span."""
+"""Sliding windows: recent request latencies (p95, completions per second), events per
+second, and extra work (retries, hedged copies) allowed as a share of the requests of a time span."""
 
 from __future__ import annotations
 
@@ -36,6 +36,24 @@ class LatencyWindow:
         while self._samples and self._samples[0][0] <= now - self._span_s:
             self._samples.popleft()
         return list(self._samples)
+
+
+class EventRate:
+    """Events per second over the last `span_s`."""
+
+    def __init__(self, span_s: float):
+        if span_s <= 0:
+            raise ValueError(f"span_s must be > 0, got {span_s}")
+        self._span_s = span_s
+        self._times: deque[float] = deque()
+
+    def add(self, now: float) -> None:
+        self._times.append(now)
+
+    def per_s(self, now: float) -> float:
+        while self._times and self._times[0] <= now - self._span_s:
+            self._times.popleft()
+        return len(self._times) / self._span_s
 
 
 class ShareBudget:

@@ -2,8 +2,9 @@
 
 Serve calls it with an AutoscalingContext; the decisions are policies.autoscale (the
 reactive count) and policies.prescale (a floor ahead of a surge: an operator's schedule,
-the load's growth). `p95_ms` comes from the replicas' `record_autoscaling_stats`
-(ModelReplica has it); deployments without it scale on queue depth alone. Serve applies
+the load's growth). `p95_ms` and `throttled_per_s` come from the replicas'
+`record_autoscaling_stats` (ModelReplica has it); deployments without it scale on queue
+depth alone. Serve applies
 min/max replicas and its upscale/downscale delays on top, and keeps this object (its
 load samples) in its controller. Where a custom policy cannot be used, delete the
 `policy` key and Serve's built-in policy uses `target_ongoing_requests` instead.
@@ -56,11 +57,13 @@ class QueueLatencyPolicy:
         self._record_decision = record_decision
 
     def __call__(self, ctx: AutoscalingContext) -> tuple[int, dict[str, Any]]:
-        p95 = (ctx.aggregated_metrics or {}).get("p95_ms") or {}
+        metrics = ctx.aggregated_metrics or {}
+        p95 = metrics.get("p95_ms") or {}
         signals = ScaleSignals(
             replicas=ctx.current_num_replicas,
             ongoing_requests=ctx.total_num_requests,
             p95_ms=max(p95.values()) if p95 else None,
+            throttled_per_s=sum((metrics.get("throttled_per_s") or {}).values()),
         )
         decision = desired_replicas(self._config, signals)
         now = ctx.current_time if ctx.current_time is not None else time.time()

@@ -19,7 +19,7 @@ from deployments.metrics.held_gauge import HeldGauge
 from deployments.metrics.metric_tags import tag_keys
 from policies.batching import AdaptiveBatchSize, BatchDecision, BatchSignals, batch_cap
 from policies.reclaim import ReclaimDecision, ReclaimMonitor
-from policies.window import LatencyWindow
+from policies.window import EventRate, LatencyWindow
 
 logger = logging.getLogger("ray.serve")
 
@@ -45,6 +45,7 @@ class ReplicaControls:
         self.slots = AdjustableLimit(self.batching.size)
         self.reclaim = ReclaimMonitor(config.reclaim)
         self.latency = LatencyWindow(config.batching.window_s)
+        self.throttled = EventRate(config.batching.window_s)
         self.restart_reason: str | None = None
         self._waiting = HeldGauge(
             "model_waiting_requests", description="Requests waiting for a batch slot in front of the engine."
@@ -72,6 +73,9 @@ class ReplicaControls:
 
     def p95_ms(self) -> float | None:
         return self.latency.p95_ms(self._clock())
+
+    def throttled_per_s(self) -> float:
+        return self.throttled.per_s(self._clock())
 
     async def override(self, limit: int) -> int:
         """Operator override of the batch knob (the policy goes on from there)."""

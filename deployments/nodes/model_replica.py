@@ -92,6 +92,7 @@ class ModelReplica:
         bound = self._config.queue_per_slot
         if bound is not None and slots.waiting >= slots.limit * bound:
             self._outcomes.inc(tags={"outcome": "throttled"})
+            controls.throttled.add(self._clock())
             raise ModelThrottled(f"{slots.waiting} requests already wait for {slots.limit} batch slots")
         start = self._clock()
         try:
@@ -144,7 +145,7 @@ class ModelReplica:
 
     def record_autoscaling_stats(self) -> dict[str, float]:
         """Custom metrics for deployments.control.autoscaling.QueueLatencyPolicy."""
-        return {"p95_ms": self._controls.p95_ms() or 0.0}
+        return {"p95_ms": self._controls.p95_ms() or 0.0, "throttled_per_s": self._controls.throttled_per_s()}
 
     def tokenizer_info(self) -> TokenizerInfo:
         return self._engine.tokenizer_info()

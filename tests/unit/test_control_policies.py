@@ -12,7 +12,7 @@ from policies.breaker import BreakerConfig, BreakerState, CircuitBreaker, Resour
 from policies.cache import LruTtlCache
 from policies.reclaim import ReclaimConfig, ReclaimMonitor
 from policies.retry import RetryBudget, RetryConfig, next_step
-from policies.window import LatencyWindow
+from policies.window import EventRate, LatencyWindow
 
 CALM = BatchSignals(memory_pressure=0.5, p95_ms=100, qps=10)
 
@@ -313,6 +313,21 @@ def test_autoscale_up_on_queue_or_latency_down_one_at_a_time():
     assert causes == ["queue", "latency", "hold", "both_low"]
 
 
+def test_refused_calls_count_as_the_queue_they_would_have_made():
+    c = AutoscaleConfig(target_ongoing_per_replica=10, p95_target_ms=1000, scale_down_below=0.5)
+    # 2 replicas at 16 in flight (under 20) and p95 500 ms: a hold, until 30 calls/s are
+    # refused: 30 x 0.5 s = 15 more in the queue, 31 for 10 per replica: 4 replicas.
+    assert desired_replicas(c, ScaleSignals(2, 16, 500)).cause == "hold"
+    d = desired_replicas(c, ScaleSignals(2, 16, 500, throttled_per_s=30))
+    assert (d.replicas, d.cause) == (4, "throttled")
+    # Before any call finished the p95 target stands in: 2/s x 1 s.
+    assert desired_replicas(c, ScaleSignals(1, 9, None, throttled_per_s=2)).replicas == 2
+    # A queue over its target keeps its own cause; refusals keep a low queue from scaling down.
+    assert desired_replicas(c, ScaleSignals(2, 25, 500, throttled_per_s=30)).cause == "queue"
+    assert desired_replicas(c, ScaleSignals(4, 12, 400)).cause == "both_low"
+    assert desired_replicas(c, ScaleSignals(4, 12, 400, throttled_per_s=20)).cause == "hold"
+
+
 # --- adaptive admission limit --------------------------------------------------------
 
 
@@ -349,6 +364,17 @@ def test_latency_window_p95_and_rate():
     assert w.p95_ms(now=9.9) == 95.0
     assert w.rate_per_s(now=9.9) == 10.0
     assert w.rate_per_s(now=15) == pytest.approx(4.9)
+
+
+def test_event_rate_counts_the_last_span_only():
+    r = EventRate(span_s=2)
+    assert r.per_s(now=0) == 0
+    for t in (0.0, 0.5, 1.0, 1.5):
+        r.add(now=t)
+    assert r.per_s(now=1.9) == 2.0
+    assert r.per_s(now=2.6) == 1.0  # 0, 0.5 left the window
+    with pytest.raises(ValueError, match="span_s must be > 0, got 0"):
+        EventRate(span_s=0)
 
 
 def test_cache_keeps_expired_entries_for_stale_fallback():

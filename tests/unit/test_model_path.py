@@ -145,7 +145,10 @@ def test_tokenizer_down_sends_raw_text():
     assert model.predict.calls[0][0] == "my card was charged twice"
 
 
-def context(replicas, ongoing, p95s):
+def context(replicas, ongoing, p95s, throttled=None):
+    metrics = {"p95_ms": p95s} if p95s is not None else {}
+    if throttled is not None:
+        metrics["throttled_per_s"] = throttled
     return AutoscalingContext(
         deployment_id=DeploymentID(name="ModelReplica", app_name="tickets"),
         deployment_name="ModelReplica",
@@ -155,7 +158,7 @@ def context(replicas, ongoing, p95s):
         running_replicas=[],
         total_num_requests=ongoing,
         total_queued_requests=0,
-        aggregated_metrics={"p95_ms": p95s} if p95s is not None else {},
+        aggregated_metrics=metrics,
         raw_metrics={},
         capacity_adjusted_min_replicas=1,
         capacity_adjusted_max_replicas=4,
@@ -173,3 +176,6 @@ def test_autoscaling_policy_reads_serve_context():
     assert policy(context(2, 12, {"a": 300.0, "b": 1800.0}))[0] == 3  # the worst replica counts
     replicas, state = policy(context(3, 2, None))
     assert (replicas, state["last_reason"]) == (2, "both signals low")
+    # Refused calls, summed over the replicas: 2 x 5/s for 0.9 s adds 9 to a queue of 8 (target 10).
+    replicas, state = policy(context(1, 8, {"a": 900.0, "b": 900.0}, {"a": 5.0, "b": 5.0}))
+    assert (replicas, state["cause"]) == (2, "throttled")
