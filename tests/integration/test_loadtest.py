@@ -66,9 +66,10 @@ def engine_threads(title: str) -> list[str | None]:
     return [e.environ().get("OMP_NUM_THREADS") for e in engine_processes(title)]
 
 
+@pytest.mark.drill
 def test_a_decoder_built_with_an_edge_classifier_pairs_with_it(llm_regime_dir, tmp_path):
-    # Here, not with the unit tests: the regime test's decoder, built once for both (its edge
-    # classifier's training takes ~25 s the fast tier need not spend).
+    # With the regime's drill, which builds the same decoder once for both: its edge
+    # classifier's training took ~37 s of CI, for a build only that drill uses.
     from models.artifacts import ModelMetadata
     from models.edge_classifier import EdgeClassifier
     from models.tiny_decoder import build_tiny_decoder
