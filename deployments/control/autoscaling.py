@@ -4,9 +4,8 @@ Serve calls it with an AutoscalingContext; the decisions are policies.autoscale 
 reactive count) and policies.prescale (a floor ahead of a surge: an operator's schedule,
 the load's growth). `p95_ms` and `throttled_per_s` come from the replicas'
 `record_autoscaling_stats` (ModelReplica has it); deployments without it scale on queue
-depth alone. Serve applies
-min/max replicas and its upscale/downscale delays on top, and keeps this object (its
-load samples) in its controller. Where a custom policy cannot be used, delete the
+depth alone. Serve applies min/max replicas and its upscale/downscale delays on top, and
+keeps this object (its load samples) in its controller. Where a custom policy cannot be used, delete the
 `policy` key and Serve's built-in policy uses `target_ongoing_requests` instead.
 """
 
