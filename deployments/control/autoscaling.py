@@ -5,8 +5,9 @@ reactive count) and policies.prescale (a floor ahead of a surge: an operator's s
 the load's growth). `p95_ms` and `throttled_per_s` come from the replicas'
 `record_autoscaling_stats` (ModelReplica has it); deployments without it scale on queue
 depth alone. Serve applies min/max replicas and its upscale/downscale delays on top, and
-keeps this object (its load samples) in its controller. Where a custom policy cannot be used, delete the
-`policy` key and Serve's built-in policy uses `target_ongoing_requests` instead.
+keeps this object (its load samples) in its controller. Where a custom policy cannot be
+used, delete the `policy` key and Serve's built-in policy uses `target_ongoing_requests`
+instead.
 """
 
 from __future__ import annotations
