@@ -39,7 +39,7 @@ class LatencyWindow:
 
 
 class EventRate:
-    """Events per second over the last `span_s`."""
+    """Events over the last `span_s`: their count, or per second."""
 
     def __init__(self, span_s: float):
         if span_s <= 0:
@@ -50,10 +50,13 @@ class EventRate:
     def add(self, now: float) -> None:
         self._times.append(now)
 
-    def per_s(self, now: float) -> float:
+    def count(self, now: float) -> int:
         while self._times and self._times[0] <= now - self._span_s:
             self._times.popleft()
-        return len(self._times) / self._span_s
+        return len(self._times)
+
+    def per_s(self, now: float) -> float:
+        return self.count(now) / self._span_s
 
 
 class ShareBudget:
@@ -62,22 +65,17 @@ class ShareBudget:
 
     def __init__(self, percent: float, window_s: float, floor: int = 0):
         self._percent = percent
-        self._window_s = window_s
         self._floor = floor
-        self._requests: deque[float] = deque()
-        self._spent: deque[float] = deque()
+        self._requests = EventRate(window_s)
+        self._spent = EventRate(window_s)
 
     def record_request(self, now: float) -> None:
-        self._requests.append(now)
+        self._requests.add(now)
 
     def try_spend(self, now: float) -> bool:
         """Takes one extra try from the budget if there is one left."""
-        horizon = now - self._window_s
-        for times in (self._requests, self._spent):
-            while times and times[0] <= horizon:
-                times.popleft()
-        allowed = max(self._floor, len(self._requests) * self._percent / 100)
-        if len(self._spent) + 1 > allowed:
+        allowed = max(self._floor, self._requests.count(now) * self._percent / 100)
+        if self._spent.count(now) + 1 > allowed:
             return False
-        self._spent.append(now)
+        self._spent.add(now)
         return True
