@@ -14,11 +14,7 @@ from tests.harness import ADMIN_TOKEN, classify_args, deploy, wait_healthy
 def app(ray_serve, default_model_dir) -> Iterator[httpx.Client]:
     """The CPU default graph with the bundled default model, as shipped (fused topology,
     stage state in /admin/state); the chain runs with vLLM in the observability graph."""
-    # No host-CPU trigger on the breaker (80 % for 60 s: reject_new): the other graphs of
-    # this tier (KV cache, observability) keep both cores hot for minutes, which a main
-    # graph's breaker would read as its own (a recurring 503 in CI once, when this graph
-    # idled beside them; it now runs after them, tests/conftest.py).
-    args = classify_args(default_model_dir, breaker={"cpu_reject_percent": None}, admin={"token": ADMIN_TOKEN})
+    args = classify_args(default_model_dir, admin={"token": ADMIN_TOKEN})
     client = deploy(ray_serve, "main", args)
     wait_healthy(client)
     yield client
