@@ -76,10 +76,12 @@ TICKETSERVE_TEST_PORT=18100 TICKETSERVE_TEST_METRICS_PORT=18180 .venv/bin/python
 side=$!
 trap 'kill "$side" 2>/dev/null || true' EXIT
 status=0
-.venv/bin/python -m pytest -v -rs --durations=25 -m "not drill$later" tests/unit tests/graph \
+.venv/bin/python -m pytest -v -rs --durations=25 -m "not drill and not serial$later" tests/unit tests/graph \
   --ignore=tests/graph/reliability || status=$?
 side_status=0
 wait "$side" || side_status=$?
 echo "=== beside it: tests/integration and tests/graph/reliability ==="
 cat "$side_log"
+# Tests that bound a latency (marker `serial`) run alone, once both are done.
+.venv/bin/python -m pytest -v -rs -m "serial and not drill$later" tests/unit tests/graph || status=$((status ? status : $?))
 exit $((status ? status : side_status))
