@@ -45,9 +45,14 @@ NO_HOST_CPU_TRIGGER = {"cpu_reject_percent": None}
 # The admin API's bearer token in test graphs that share it (tests/graph/conftest.py `app`).
 ADMIN_TOKEN = "test-admin-token-main"
 
-# Test graphs run serve_config.yaml's topology (fused: three replica processes fewer per
-# deploy than chain); a test of a stage's own deployment asks for chain.
-SHIPPED_TOPOLOGY = {"topology": shipped_args()["topology"]}
+# What every test graph's arguments start from. Test graphs run serve_config.yaml's
+# topology (fused: three replica processes fewer per deploy than chain); a test of a
+# stage's own deployment asks for chain.
+BASE_ARGS = {
+    "topology": shipped_args()["topology"],
+    "antispam": LENIENT_ANTISPAM,
+    "breaker": NO_HOST_CPU_TRIGGER,
+}
 
 
 def long_ticket(chars: int) -> str:
@@ -60,9 +65,7 @@ def long_ticket(chars: int) -> str:
 def classify_args(model_dir: str, **sections) -> dict:
     """The CPU default graph on a real vLLM engine."""
     return {
-        **SHIPPED_TOPOLOGY,
-        "antispam": LENIENT_ANTISPAM,
-        "breaker": NO_HOST_CPU_TRIGGER,
+        **BASE_ARGS,
         "model": {"engine": {"model_dir": model_dir, "gpu_memory_utilization": CLASSIFY_KV_FRACTION}},
         **sections,
     }
@@ -72,9 +75,7 @@ def fake_args(model_dir: str, **sections) -> dict:
     """The same graph on the fake engine (deployments/engines/fake.py): the model's labels,
     thresholds and tokenizer, answers from its pre-classifier, no vLLM."""
     return {
-        **SHIPPED_TOPOLOGY,
-        "antispam": LENIENT_ANTISPAM,
-        "breaker": NO_HOST_CPU_TRIGGER,
+        **BASE_ARGS,
         "model": {"engine": {"mode": "fake", "model_dir": model_dir}},
         **sections,
     }
@@ -96,9 +97,7 @@ def reliability_engine(model_dir: str) -> dict:
 
 def generate_args(model_dir: str, **sections) -> dict:
     return {
-        **SHIPPED_TOPOLOGY,
-        "antispam": LENIENT_ANTISPAM,
-        "breaker": NO_HOST_CPU_TRIGGER,
+        **BASE_ARGS,
         "model": {
             "engine": {"mode": "generate", "model_dir": model_dir, "gpu_memory_utilization": GENERATE_KV_FRACTION}
         },

@@ -7,6 +7,7 @@ give-ups, reclaim, breaker transitions), vLLM's prefix cache, answers by label a
 reviewer's verdict on an audited answer."""
 
 import concurrent.futures as cf
+import contextlib
 import itertools
 import json
 import re
@@ -169,6 +170,17 @@ def observed(ray_serve, tiny_decoder_dir, tmp_path_factory, prometheus):
         yield client
 
 
+@contextlib.contextmanager
+def model_fault(failure: str):
+    """The observed graph's model replica failing every call with `failure` inside the block."""
+    model = serve.get_deployment_handle("ModelReplica", APP)
+    model.set_faults.remote({"failure": failure}).result()
+    try:
+        yield
+    finally:
+        model.set_faults.remote({}).result()
+
+
 def test_dashboard_queries_only_project_and_vllm_metrics():
     names = dashboard_metrics()
     assert "ray_ticket_request_latency_ms_bucket" in names and "ray_vllm_prefix_cache_hits_total" in names
@@ -217,35 +229,24 @@ def test_every_dashboard_metric_is_exported(observed):
     resolved = observed.post(f"/admin/review/{audited[0]['id']}/resolve", json={"label": other}, headers=admin)
     assert resolved.status_code == 200, resolved.text
 
-    model = serve.get_deployment_handle("ModelReplica", APP)
-
     def out_of_memory() -> None:  # not retried (the retry matrix); the replica reclaims
-        try:
-            model.set_faults.remote({"failure": "out_of_memory"}).result()
+        with model_fault("out_of_memory"):
             assert send(f"the parcel came open and a shoe is missing, case {time.monotonic()}").status_code in (
                 200,
                 503,
             )
-        finally:
-            model.set_faults.remote({}).result()
 
     def unavailable() -> None:  # retried once (the retry matrix), then degraded
-        try:
-            model.set_faults.remote({"failure": "unavailable"}).result()
+        with model_fault("unavailable"):
             send(f"my refund for the broken lamp never came, case {time.monotonic()}")
-        finally:
-            model.set_faults.remote({}).result()
 
     out_of_memory()
-    try:
-        model.set_faults.remote({"failure": "unavailable"}).result()
+    with model_fault("unavailable"):
         breaker = serve.get_deployment_handle("Breaker", APP)
         for i in range(20):
             send(f"my refund for the broken lamp never came, try {i}")
             if breaker.state.remote().result()["state"] == "open":
                 break
-    finally:
-        model.set_faults.remote({}).result()
 
     # Ray pushes metrics to its exporter every few seconds. Events that depend on timing
     # (a full tokenizer queue; a ticket reaching the model while the breaker lets it) are
@@ -316,9 +317,7 @@ def test_prometheus_answers_every_panel_and_raises_the_cued_alerts(observed, pro
     # here) and the breaker keeps opening; both alerts must go pending (their `for:` is
     # minutes, the run is not), which Prometheus records in its ALERTS series.
     cued, raised = {"ModelBreakerOpen", "TicketErrorRateHigh"}, set()
-    model = serve.get_deployment_handle("ModelReplica", APP)
-    model.set_faults.remote({"failure": "unavailable"}).result()
-    try:
+    with model_fault("unavailable"):
         deadline = time.monotonic() + 150
         for i in itertools.count():
             if cued <= raised or time.monotonic() > deadline:
@@ -327,8 +326,6 @@ def test_prometheus_answers_every_panel_and_raises_the_cued_alerts(observed, pro
             observed.post("/v1/classify", json=body)
             time.sleep(1)
             raised = {r["metric"]["alertname"] for r in query(prometheus, "ALERTS", since)}
-    finally:
-        model.set_faults.remote({}).result()
     errors = 'sum(increase(ray_ticket_requests_total{status=~"5.."}[5m]))'
     assert cued <= raised, (
         f"alerts raised: {sorted(raised)}; breaker states {last(prometheus, 'max(ray_breaker_state)', since)}, "

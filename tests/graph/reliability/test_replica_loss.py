@@ -17,7 +17,7 @@ from ray import serve
 
 from loadkit.generators import Outcomes, closed_loop, ticket_bodies
 from tests.graph.reliability.figures import record
-from tests.harness import LENIENT_ANTISPAM, reliability_engine, running
+from tests.harness import LENIENT_ANTISPAM, NO_HOST_CPU_TRIGGER, reliability_engine, running
 
 pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
@@ -38,7 +38,7 @@ def graph(ray_serve, default_model_dir):
         "antispam": LENIENT_ANTISPAM,
         "model": {"engine": reliability_engine(default_model_dir)},
         "topology": "chain",
-        "breaker": {"cpu_reject_percent": None},
+        "breaker": NO_HOST_CPU_TRIGGER,
     }
     options = {name: {"num_replicas": n} for name, n in REPLICAS.items()}
     with running(ray_serve, APP, args, options) as client:

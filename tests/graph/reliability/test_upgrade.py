@@ -23,7 +23,7 @@ from loadkit.generators import closed_loop, open_loop, ticket_bodies
 from models.artifacts import ModelMetadata
 from models.variant import derive
 from tests.graph.reliability.figures import record
-from tests.harness import LENIENT_ANTISPAM, deploy, reliability_engine, running
+from tests.harness import LENIENT_ANTISPAM, NO_HOST_CPU_TRIGGER, deploy, reliability_engine, running
 
 pytestmark = [pytest.mark.reliability, pytest.mark.drill]
 
@@ -49,7 +49,7 @@ def graph_args(model_dir: str) -> dict:
     args = {
         "antispam": LENIENT_ANTISPAM,
         "model": {"engine": reliability_engine(model_dir)},
-        "breaker": {"cpu_reject_percent": None},
+        "breaker": NO_HOST_CPU_TRIGGER,
         "topology": "fused",
     }
     if args["model"]["engine"].get("mode") == "fake":
