@@ -7,6 +7,7 @@ import asyncio
 import csv
 import json
 import statistics
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,12 +41,15 @@ def graph_config(model_dir: Path = DEFAULT_OUT, edge: bool = False, policies: bo
     from deployments.config import EDGE_OFF, POLICIES_OFF, AppConfig
 
     engine = {"mode": "fake"} if fake_engine else {"gpu_memory_utilization": BENCH_KV_FRACTION}
+    # A store of its own, empty: the load's records stay out of the operator's queue.
+    review_store = Path(tempfile.mkdtemp(prefix="bench-review-")) / "review.sqlite3"
     args = merged(
         shipped_args(),
         {
             "antispam": LOAD_ANTISPAM,
             "edge": {} if edge else EDGE_OFF,
             "model": {"engine": {"model_dir": str(model_dir), **engine}},
+            "review": {"store_path": str(review_store)},
         },
     )
     return AppConfig.from_args(args if policies else merged(args, POLICIES_OFF))

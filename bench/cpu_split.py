@@ -1,6 +1,7 @@
 """Where the CPU goes: CPU seconds of every process during a bounded load on the default graph.
 
     python -m bench.cpu_split --users 50 --seconds 20 [--no-access-log] [--fake-engine] [--edge] [--haproxy]
+                              [--micro-batch on|off]
 
 Prints the top processes with their share and the CPU-ms per answered request; writes
 bench/results/cpu_split.json (`--out` another name).
@@ -8,6 +9,7 @@ bench/results/cpu_split.json (`--out` another name).
 work (HTTP proxy, ingress, stages, Serve's hops). `--edge`: templates, result cache and
 pre-classifier on (off by default: every ticket takes the model path). `--haproxy`: Serve's
 HAProxy mode, as served (deployments/ray_env.py), instead of its Python proxy.
+`--micro-batch`: the model path's micro-batching on or off (default: as serve_config.yaml).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from bench.common import (
     start_serve,
     write_results,
 )
+from deployments.config import AppConfig
 from deployments.graph import DEPLOYMENT_NAMES
 from deployments.ray_env import HAPROXY_ENV
+from loadkit.graph_args import merged
 from serve_app import bind_graph
 
 PORT = 18300
@@ -41,11 +45,14 @@ def main() -> None:
     p.add_argument("--fake-engine", action="store_true", help="the fake engine at no cost instead of vLLM")
     p.add_argument("--edge", action="store_true", help="edge answers on (off: every ticket takes the model path)")
     p.add_argument("--haproxy", action="store_true", help="Serve's HAProxy mode (the served default)")
+    p.add_argument("--micro-batch", choices=("on", "off"), help="micro-batched model calls (default: as shipped)")
     p.add_argument("--out", default="cpu_split", help="results name under bench/results/")
     a = p.parse_args()
     if a.haproxy:
         os.environ.update(HAPROXY_ENV)
     config = graph_config(edge=a.edge, fake_engine=a.fake_engine)
+    if a.micro_batch:
+        config = AppConfig.from_args(merged(config.model_dump(), {"micro_batch": {"enabled": a.micro_batch == "on"}}))
     options = {}
     if a.no_access_log:
         options = {n: {"logging_config": {"enable_access_log": False}} for n in DEPLOYMENT_NAMES}
@@ -78,6 +85,7 @@ def main() -> None:
             **result.row(),
             "cpu_ms_per_request": per_request_ms,
             "engine": "fake" if a.fake_engine else "vllm",
+            "micro_batch": config.micro_batch.enabled,
             "edge": a.edge,
             "proxy": "haproxy" if a.haproxy else "python",
             "processes": [{"name": n, "cpu_s": s} for s, n in used[:15]],

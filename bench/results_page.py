@@ -115,7 +115,8 @@ def render_cpu_split(result: dict) -> list[str]:
     ]
     return [
         f"Engine {result['engine']}, edge answers {'on' if result['edge'] else 'off'}, "
-        f"{result.get('proxy', 'python')} proxy: {result['users']} "
+        f"{result.get('proxy', 'python')} proxy, micro-batched model calls "
+        f"{'on' if result.get('micro_batch') else 'off'}: {result['users']} "
         f"closed-loop users, {result['req_per_s']:g} tickets/s, P50 {result['p50_ms']:.0f} ms, P99 "
         f"{result['p99_ms']:.0f} ms, {result['errors']} errors. **{result['cpu_ms_per_request']:.1f} CPU-ms per "
         f"ticket** in all ({total_s:.1f} CPU-s in the top {len(result['processes'])} processes).",

@@ -33,15 +33,13 @@ from deployments.http.admin import AdminEndpoints
 from deployments.http.health import graph_health
 from deployments.http.holding import BackgroundHold, CapacityRefusal
 from deployments.http.request_context import RequestContext
+from deployments.http.review_recorder import ReviewRecorder
 from deployments.metrics.answer_metrics import AnswerMetrics
 from deployments.metrics.held_gauge import HeldGauge
 from deployments.metrics.metric_tags import tag_keys
 from deployments.nodes.in_process import ColocatedModel, InProcessEdge
-from deployments.nodes.review_store import ItemKind
 from models.artifacts import ModelMetadata
 from policies.admission import AdaptiveConcurrency
-from policies.audit import should_audit
-from policies.review import needs_review
 from policies.window import LatencyWindow
 
 if TYPE_CHECKING:
@@ -89,14 +87,10 @@ class Ingress(AdminEndpoints, ColocatedModel):
         self._config = config
         self._nodes = nodes
         self._path = TicketPath.of(nodes)
-        self._review = review or ReviewConfig(enabled=False)
-        self._rng = rng or random.Random()
+        self._review = ReviewRecorder(review or ReviewConfig(enabled=False), nodes.review_queue, rng)
         # Its own model's, not the first replica's to answer (the old one's in a rolling upgrade).
         model = ModelMetadata.load(model_dir)
         self._answers = AnswerMetrics(model.labels, model.label_mix, config.label_drift)
-        self._review_failures = Counter(
-            "review_record_failures_total", description="Low-confidence answers the review queue did not record."
-        )
         self._ongoing = 0
         self._peak = 0
         self._hold = BackgroundHold(config.background)
@@ -244,7 +238,7 @@ class Ingress(AdminEndpoints, ColocatedModel):
             raise ApiError(500, "internal_error", f"the model path failed; request_id {request_id}") from None
         if not isinstance(result, Answer):
             raise result.error()
-        needs_review = await self._maybe_review(body, ticket, result, request_id)
+        needs_review = await self._review.flag(body, ticket, result, request_id)
         self._answers.answered(result.label, result.route, result.confidence, needs_review)
         return ClassifyResponse(
             label=result.label,
@@ -258,43 +252,3 @@ class Ingress(AdminEndpoints, ColocatedModel):
             degraded=result.degraded,
             needs_review=needs_review,
         )
-
-    async def _maybe_review(self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str) -> bool:
-        """Low-confidence model and edge answers are flagged; the first time (not from the
-        result cache) they are also recorded for review, and a random `audit_share` of the
-        answers not flagged is recorded as audit items. A failed record never fails the ticket."""
-        r = self._review
-        if not r.enabled:
-            return False
-        flagged = needs_review(result.label, result.confidence, result.route, r.min_confidence, result.review_threshold)
-        if flagged and result.route != "cache":
-            await self._record(body, ticket, result, request_id, "review")
-        elif should_audit(result.route, flagged, r.audit_share, self._rng.random()):
-            await self._record(body, ticket, result, request_id, "audit")
-        return flagged
-
-    async def _record(
-        self, body: ClassifyRequest, ticket: Ticket, result: Answer, request_id: str, kind: ItemKind
-    ) -> None:
-        queue = self._nodes.review_queue
-        if queue is None:
-            return
-        item = {
-            "request_id": request_id,
-            "ticket_id": body.ticket_id,
-            "tenant": body.tenant,
-            "user_id": body.user_id,
-            "text": ticket.text,
-            "lang": result.language,
-            "label": result.label,
-            "confidence": result.confidence,
-            "route": result.route,
-            "model_version": result.model_version,
-            "kind": kind,
-            "runners_up": [list(pair) for pair in result.runners_up],
-        }
-        try:
-            await asyncio.wait_for(queue.record.remote([item]), self._review.record_timeout_ms / 1000)
-        except Exception as e:  # answered all the same; the count shows what the queue missed
-            self._review_failures.inc()
-            logger.warning("review record for request %s failed: %s", request_id, type(e).__name__)

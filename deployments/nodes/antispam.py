@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import logging
 import time
@@ -13,6 +12,7 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.metrics import Counter
 
 from deployments.api import Answer, Refusal, Ticket
+from deployments.callers.group_commit import GroupCommit
 from deployments.config import AntiSpamConfig
 from policies.rate_limit import Admission, UserLimits, text_digest, user_key
 from policies.screening import screen_locally
@@ -39,43 +39,6 @@ def load_letter_pairs(path: str) -> LetterPairs:
         return LetterPairs([row["text"] for row in reader])
 
 
-class AdmissionBatcher:
-    """Group commit for rate-limit decisions: while one call to the limiter is in flight,
-    new tickets queue and go together in the next. Alone, a ticket is sent at once; under
-    load one hop carries many tickets (the hop, not the decision, is what costs)."""
-
-    def __init__(self, limiter: DeploymentHandle, timeout_s: float, max_batch: int = 256):
-        self._limiter = limiter
-        self._timeout_s = timeout_s
-        self._max_batch = max_batch
-        self._pending: list[tuple[tuple[str, str, str, str | None], asyncio.Future]] = []
-        self._sender: asyncio.Task | None = None
-
-    async def admit(self, key: str, tier: str, digest: str, tenant: str | None = None) -> Admission:
-        future = asyncio.get_running_loop().create_future()
-        self._pending.append(((key, tier, digest, tenant), future))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send())
-        return await asyncio.wait_for(future, self._timeout_s)
-
-    async def _send(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
-            try:
-                admissions = await asyncio.wait_for(
-                    self._limiter.admit_many.remote([request for request, _ in batch]), self._timeout_s
-                )
-            except Exception as e:  # every waiter of this batch learns it; the next batch tries again
-                admissions = [e] * len(batch)
-            for (_, future), admission in zip(batch, admissions):
-                if future.done():  # its caller gave up waiting
-                    continue
-                if isinstance(admission, Exception):
-                    future.set_exception(admission)
-                else:
-                    future.set_result(admission)
-
-
 class AntiSpam:
     """Content rules run in each replica: their thresholds adapt to the traffic this
     replica sees, a fair sample of all traffic, so no state needs sharing."""
@@ -94,7 +57,10 @@ class AntiSpam:
         # refused here, also when the limiter, starved, answers too late.
         self._local = UserLimits(config.rate_limit, config.duplicates)
         self._rules = SpamRules(config.rules, load_letter_pairs(config.reference_texts_file))
-        self._admissions = AdmissionBatcher(limiter, config.limiter_timeout_ms / 1000)
+        # Rate-limit decisions go to the limiter together: one hop carries many tickets.
+        self._admissions: GroupCommit[tuple[str, str, str, str | None], Admission] = GroupCommit(
+            lambda batch: limiter.admit_many.remote(batch), config.limiter_timeout_ms / 1000
+        )
         self._next = next_node
         self._blocked = Counter(
             "antispam_blocked_total",
@@ -139,7 +105,7 @@ class AntiSpam:
                 self._blocked.inc(tags={"rule": rule})
                 return Refusal(422, "spam_detected", f"refused by anti-spam rule {rule}")
             try:
-                admission = await self._admissions.admit(key, tier, digest, ticket.tenant)
+                admission = await self._admissions.submit((key, tier, digest, ticket.tenant))
             except Exception as e:  # slow or lost limiter: this replica's own count decides
                 self._limiter_unavailable.inc()
                 logger.warning(

@@ -71,8 +71,9 @@ class ReviewQueue:
 
     def _report_open(self) -> None:
         counts = self._store.counts()
-        for kind in ITEM_KINDS:
-            self._open.set(counts[f"open_{kind}"], tags={"kind": kind})
+        self._open_counts = {kind: counts[f"open_{kind}"] for kind in ITEM_KINDS}
+        for kind, count in self._open_counts.items():
+            self._open.set(count, tags={"kind": kind})
 
     def _report(self) -> None:
         """The queue's gauges from the store, as of now."""
@@ -103,9 +104,14 @@ class ReviewQueue:
         ids = self._store.add(items)
         if ids:
             self._recorded.inc(len(ids))
-        # Every flagged ticket comes through here: only the open counts, at once; the
-        # oldest age and the audit estimate follow on the report loop.
-        self._report_open()
+        # Every flagged ticket comes through here: the open counts follow at once, counted
+        # here (counting the store scans it whole, and it grows to retention_days of
+        # items); the exact counts, the oldest age and the audit estimate, on the report
+        # loop and after every other change.
+        for item in items:
+            self._open_counts[item.get("kind", "review")] += 1
+        for kind, count in self._open_counts.items():
+            self._open.set(count, tags={"kind": kind})
         return ids
 
     async def erase(self, tenant: str | None, user_id: str | None) -> int:

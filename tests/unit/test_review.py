@@ -1,11 +1,13 @@
-"""The review queue's SQLite store and the admin token's sources."""
+"""The review queue's SQLite store, its open-items count and the admin token's sources."""
 
+import asyncio
 import datetime
 import sqlite3
 
 import pytest
 
-from deployments.config_loop import AdminConfig
+from deployments.config_loop import AdminConfig, ReviewConfig
+from deployments.nodes.review import ReviewQueue
 from deployments.nodes.review_store import ReviewStore
 
 
@@ -187,3 +189,35 @@ def test_the_caller_role_is_the_one_whose_token_matches(monkeypatch):
     assert caller_role(config, "bearer reviewer-secret") == "reviewer"
     for header in ("admin-secret", "Basic admin-secret", "Bearer", "", "Bearer admin-secret2"):
         assert caller_role(config, header) is None, header
+
+
+class CountingStore(ReviewStore):
+    """Counts its whole-store scans."""
+
+    scans = 0
+
+    def counts(self) -> dict[str, int]:
+        self.scans += 1
+        return super().counts()
+
+
+def test_records_move_the_open_counts_without_scanning_the_store(tmp_path):
+    stores: list[CountingStore] = []
+
+    def store(path: str) -> CountingStore:
+        stores.append(CountingStore(path))
+        return stores[-1]
+
+    async def run() -> tuple[dict, int, dict]:
+        queue = ReviewQueue(ReviewConfig(store_path=str(tmp_path / "review.sqlite3")), store=store)
+        scans = stores[0].scans
+        for i in range(4):
+            await queue.record([item(i), item(10 + i, kind="audit")][: 1 + i % 2])
+        recorded, scanned = dict(queue._open_counts), stores[0].scans - scans
+        await queue.resolve(1, "cancel_order")  # any other change counts the store again
+        return recorded, scanned, dict(queue._open_counts)
+
+    recorded, scanned, resolved = asyncio.run(run())
+    assert recorded == {"review": 4, "audit": 2} and scanned == 0
+    assert resolved == {"review": 3, "audit": 2}
+    assert stores[0].counts()["open_review"] == 3
