@@ -155,8 +155,9 @@ def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
 
 
 def app_config(s: Settings) -> AppConfig:
-    """The graph's settings: the shipped ones on the fake GPU engine, with the review store
-    and the retrainer off (the surge is about serving)."""
+    """The graph's settings: the shipped ones on the fake GPU engine, calling the model
+    replicas as the GPU config does (micro-batched), with the review store and the
+    retrainer off (the surge is about serving)."""
     from deployments.config import AppConfig
     from loadkit.graph_args import shipped_args
 
@@ -173,6 +174,7 @@ def app_config(s: Settings) -> AppConfig:
         {
             "antispam": LOAD_ANTISPAM,
             "model": {"engine": engine},
+            "micro_batch": shipped_args("serve_config.gpu.yaml")["micro_batch"],
             "review": {"enabled": False},
             "retrain": {"enabled": False},
         },

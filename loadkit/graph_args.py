@@ -1,4 +1,4 @@
-"""The shipped graph's `args` (serve_config.yaml), and how tools change a part of them."""
+"""The shipped graphs' `args` (serve_config.yaml, serve_config.gpu.yaml), and how tools change a part of them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import yaml
 from models.build import ROOT
 
 
-def shipped_args() -> dict:
-    """The `args` of serve_config.yaml: tools measure the settings users run."""
-    with open(ROOT / "serve_config.yaml", encoding="utf-8") as f:
+def shipped_args(config_file: str = "serve_config.yaml") -> dict:
+    """The `args` of a shipped config (the CPU default; serve_config.gpu.yaml for GPU
+    replicas): tools measure the settings users run."""
+    with open(ROOT / config_file, encoding="utf-8") as f:
         return yaml.safe_load(f)["applications"][0]["args"]
 
 

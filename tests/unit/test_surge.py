@@ -137,3 +137,10 @@ def test_a_background_ticket_counts_as_hung_only_past_what_the_api_tells_its_cal
     assert config.ingress == shipped.ingress  # the surge's graph keeps the shipped ingress
     assert background_budget_s(config) == shipped.ingress.background.max_wait_s + shipped.ingress.request_timeout_s
     assert background_budget_s(config) > SETTINGS.timeout_s
+
+
+def test_the_surge_calls_its_gpu_replicas_as_the_gpu_config_does():
+    config = app_config(SETTINGS)
+    gpu = AppConfig.from_args(shipped_args("serve_config.gpu.yaml"))
+    assert config.micro_batch == gpu.micro_batch and config.micro_batch.enabled
+    assert config.model.engine.mode == "fake"
