@@ -11,7 +11,8 @@ saturate it: each replica needs one GPU, so each one beyond the first is a new n
 the load mix sent open-loop at the profile's rate, second by second; with
 `--background-share`, that share of the rate is tickets marked `"priority": "background"`
 (held by the ingress for capacity instead of refused, docs/policies.md#deferral), sent
-beside the interactive ones and reported apart. Policies:
+beside the interactive ones and reported apart. In front of the ingress, Serve's HAProxy
+mode as served (`--proxy python`: its Python proxy). Policies:
 - `serve`: Serve's built-in policy on `target_ongoing_requests`;
 - `queue_latency`: deployments.control.autoscaling.QueueLatencyPolicy (queue and P95);
 - `prescale`: the same with an operator's schedule for the surge (policies/prescale.py).
@@ -51,6 +52,7 @@ PORT = 8777
 APP = "surge"
 MODEL = "ModelReplica"
 Policy = Literal["serve", "queue_latency", "prescale"]
+Proxy = Literal["haproxy", "python"]
 PhaseName = Literal["baseline", "ramp", "plateau", "peak", "return", "after"]
 WITHIN_MS = 2000.0  # the seeds' bound: an answer later than this is as bad as none
 
@@ -124,6 +126,7 @@ class Settings:
     timeout_s: float  # client: an answer later than this is hung
     background_share: float  # of the rate: tickets that may wait
     warm_nodes: int = 0  # GPU nodes kept up from the cluster's start, before the load
+    proxy: Proxy = "haproxy"  # in front of the ingress: Serve's HAProxy mode, as served
 
 
 def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
@@ -395,6 +398,7 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
         min_gpu_nodes=s.warm_nodes,
         node_start_s=s.node_start_s,
         idle_timeout_s=s.idle_timeout_s,
+        haproxy=s.proxy == "haproxy",
     )
     ray_cli = Path(sys.executable).parent / "ray"
     cluster.start(ROOT, ray_cli)
@@ -517,6 +521,12 @@ def main() -> None:
     )
     p.add_argument(
         "--warm-nodes", type=int, default=0, help="GPU nodes up before the load starts, kept for the whole run"
+    )
+    p.add_argument(
+        "--proxy",
+        choices=get_args(Proxy),
+        default="haproxy",
+        help="HTTP proxy in front of the ingress: Serve's HAProxy mode (as served) or its Python proxy",
     )
     p.add_argument("--out", type=Path, default=None, help="results JSON (default bench/results/surge_PROFILE.json)")
     a = p.parse_args()

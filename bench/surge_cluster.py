@@ -47,6 +47,7 @@ class FakeGpuCluster:
     idle_timeout_s: float = 30.0  # an idle GPU node is removed after this
     object_store_bytes: int = 100 * 1024**2  # per GPU node: dozens of them share this machine's memory
     node_niceness: int = 19  # of the simulated nodes' processes
+    haproxy: bool = True  # Serve's HAProxy mode (deployments.ray_env), as served; else its Python proxy
 
     def config(self) -> dict:
         node = {
@@ -100,7 +101,7 @@ class FakeGpuCluster:
         # No token auth (which `ray start` turns on where a token file exists): the nodes the
         # autoscaler starts, and the benchmark's driver, join without one.
         env = {
-            **cluster_env(root),
+            **cluster_env(root, haproxy=self.haproxy),
             "RAY_FAKE_CLUSTER": "1",
             "AUTOSCALER_UPDATE_INTERVAL_S": "1",
             "RAY_AUTH_MODE": "disabled",
