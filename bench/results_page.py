@@ -194,7 +194,8 @@ def render_surge(result: dict) -> list[str]:
         f"{s['node_start_s']:g} s, a replica's engine in {s['replica_start_s']:g} s more; one replica serves "
         f"{result['replica_rate_per_s']} tickets/s with full steps; 1-{s['max_replicas']} replicas, target "
         f"{s['target_ongoing']} requests each"
-        + (f"; {s['warm_nodes']} GPU nodes up before the load." if s.get("warm_nodes") else "."),
+        + (f"; {s['warm_nodes']} GPU nodes up before the load" if s.get("warm_nodes") else "")
+        + ("; Serve's HAProxy mode in front." if s.get("proxy") == "haproxy" else "; Serve's Python proxy in front."),
         "",
     ]
     cols: list[Column] = [
