@@ -181,7 +181,7 @@ def ms(v: float | None) -> str:
 
 def by_policy(cols: list[Column], policies: dict[str, dict]) -> list[str]:
     """One row per policy, one column per (header, key, format)."""
-    rows = [[name] + [fmt(p[key]) for _, key, fmt in cols] for name, p in policies.items()]
+    rows = [[name] + [fmt(p.get(key)) for _, key, fmt in cols] for name, p in policies.items()]
     return markdown_table(["policy"] + [c for c, _, _ in cols], rows)
 
 
@@ -209,7 +209,8 @@ def render_surge(result: dict) -> list[str]:
         ("P99 plateau", "p99_plateau_ms", ms),
         ("to capacity", "time_to_capacity_s", lambda v: "never" if v is None else f"{v:.0f} s"),
         ("node-seconds", "node_seconds", str),
-        ("changes/min steady", "replica_changes_per_min_steady", str),
+        ("changes/min steady: running", "replica_changes_per_min_steady", str),
+        ("asked for", "target_changes_per_min_steady", lambda v: "–" if v is None else str(v)),
     ]
     lines += by_policy(cols, result["policies"])
     waiting = {name: p["background"] for name, p in result["policies"].items() if "background" in p}

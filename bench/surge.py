@@ -344,7 +344,11 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
     plateau = in_phase.get("plateau", []) + in_phase.get("peak", [])
     reached = next((s.at_s for s in samples if s.at_s >= surge_s and s.replicas >= needed_replicas), None)
     steady = [r for r in rows if r["phase"] in ("baseline", "plateau")]  # constant load
-    changes = sum(1 for a, b in zip(steady, steady[1:]) if a["phase"] == b["phase"] and a["replicas"] != b["replicas"])
+    pairs = [(a, b) for a, b in zip(steady, steady[1:]) if a["phase"] == b["phase"]]
+    changes = sum(1 for a, b in pairs if a["replicas"] != b["replicas"])
+    # What the policy asks for (running + starting): a replica that arrives in the plateau
+    # from a decision of the ramp changes the running count, not this one.
+    asked = sum(1 for a, b in pairs if a["replicas"] + a["starting"] != b["replicas"] + b["starting"])
     return {
         "tickets": out.total,
         "answered_within_2s_share": round(sum(ms <= WITHIN_MS for ms in out.ok_ms) / total, 4),
@@ -363,6 +367,7 @@ def summarize(rows: list[dict], out: Outcomes, samples: list[Sample], needed_rep
         "max_replicas": max((s.replicas for s in samples), default=0),
         "node_seconds": sum(s.nodes for s in samples),  # one sample a second
         "replica_changes_per_min_steady": round(60 * changes / max(1, len(steady)), 2),
+        "target_changes_per_min_steady": round(60 * asked / max(1, len(steady)), 2),
     }
 
 

@@ -116,6 +116,11 @@ def test_a_runs_outcomes_become_series_and_a_summary():
     samples[5] = Sample(5.0, 2, 0, 2)
     flapping = summarize(per_second(seconds(PHASES), 10, out, samples), out, samples, 3, 2.0)
     assert flapping["replica_changes_per_min_steady"] == 15.0  # one change in 4 steady seconds
+    assert flapping["target_changes_per_min_steady"] == 15.0
+    # a replica asked for in the ramp arrives on the plateau: the running count changes, the asked-for one does not
+    arriving = [Sample(float(t), r, s, r + s) for t, (r, s) in enumerate([(1, 0)] * 3 + [(2, 1)] * 2 + [(3, 0)] * 2)]
+    late = summarize(per_second(seconds(PHASES), 10, out, arriving), out, arriving, 3, 2.0)
+    assert late["replica_changes_per_min_steady"] == 15.0 and late["target_changes_per_min_steady"] == 0
 
 
 def test_background_tickets_take_their_share_of_every_second_and_are_judged_apart():
