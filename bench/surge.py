@@ -162,15 +162,7 @@ def app_config(s: Settings) -> AppConfig:
     replicas as the GPU config does (micro-batched), with the review store and the
     retrainer off (the surge is about serving)."""
     from deployments.config import AppConfig
-    from deployments.engines.gpu_profile import GPU_E5_SMALL
     from loadkit.graph_args import shipped_args
-
-    # A call of the GPU config's 16 tickets is a sliver of a real replica's step (1024
-    # sequences); into a scaled one (4) it would overflow the replica's bounded queue at
-    # once, and read as throttling that a real replica never shows: scaled with it.
-    micro_batch = shipped_args("serve_config.gpu.yaml")["micro_batch"]
-    step = GPU_E5_SMALL.scaled(s.gpu_time_factor, s.gpu_ceiling_divisor).max_num_seqs
-    micro_batch = {**micro_batch, "max_batch_tickets": min(micro_batch["max_batch_tickets"], step)}
 
     engine = {
         "mode": "fake",
@@ -185,7 +177,7 @@ def app_config(s: Settings) -> AppConfig:
         {
             "antispam": LOAD_ANTISPAM,
             "model": {"engine": engine},
-            "micro_batch": micro_batch,
+            "micro_batch": shipped_args("serve_config.gpu.yaml")["micro_batch"],
             "review": {"enabled": False},
             "retrain": {"enabled": False},
         },
