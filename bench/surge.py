@@ -230,19 +230,25 @@ def watch(began: float, stop: threading.Event, out: list[Sample]) -> None:
 SIMULATION_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 
 
-def serve_ahead_of_the_simulation() -> None:
-    """Ray's worker processes (Serve's controller, proxy, this app's replicas, and a
-    replica's process while it starts on a new node) to niceness 0, from the 15 Ray
-    starts them at or the 19 of the simulated nodes (bench.surge_cluster), whose own
-    agents then yield to the graph as they would on nodes of their own, with the graph's
-    priorities among themselves unchanged. Where this process may not raise a priority
-    (not root), they stay as Ray started them."""
+def serve_ahead_of_the_simulation(node_niceness: int = FakeGpuCluster.node_niceness) -> None:
+    """Ray's worker processes (Serve's controller, proxy, this app's replicas) to niceness
+    0, from the 15 Ray starts them at or the `node_niceness` of the simulated nodes
+    (bench.surge_cluster), whose own agents then yield to the graph as they would on
+    nodes of their own, with the graph's priorities among themselves unchanged. A process
+    on a simulated node stays niced until it serves: its start (Ray's worker, Serve's
+    replica, the engine's load) would take the head's cores, where a real node brings CPUs
+    of its own. Where this process may not raise a priority (not root), they stay as Ray
+    started them."""
     for proc in psutil.process_iter(["cmdline", "nice"]):
         cmdline = proc.info["cmdline"] or []
         worker = bool(cmdline) and (cmdline[0].startswith("ray::") or any("default_worker.py" in c for c in cmdline))
-        if proc.info["nice"] and worker and not cmdline[0].startswith(SIMULATION_AGENTS):
-            with contextlib.suppress(psutil.Error):
-                proc.nice(0)
+        if not proc.info["nice"] or not worker or cmdline[0].startswith(SIMULATION_AGENTS):
+            continue
+        starting = not cmdline[0].startswith("ray::ServeReplica") or ".initialize" in cmdline[0]
+        if proc.info["nice"] == node_niceness and starting:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc.nice(0)
 
 
 def machine_cpu(before, after) -> dict:
