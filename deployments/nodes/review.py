@@ -61,6 +61,7 @@ class ReviewQueue:
             "its 95 % Wilson bounds (bound: estimate, low, high); absent until one is checked.",
             tag_keys=("bound",),
         )
+        self._open_counts: dict[str, int]  # open items by kind, as the gauge shows them
         self._expire()
         self._loop = asyncio.get_running_loop().create_task(self._report_loop())
 
@@ -72,6 +73,9 @@ class ReviewQueue:
     def _report_open(self) -> None:
         counts = self._store.counts()
         self._open_counts = {kind: counts[f"open_{kind}"] for kind in ITEM_KINDS}
+        self._show_open()
+
+    def _show_open(self) -> None:
         for kind, count in self._open_counts.items():
             self._open.set(count, tags={"kind": kind})
 
@@ -110,8 +114,7 @@ class ReviewQueue:
         # loop and after every other change.
         for item in items:
             self._open_counts[item.get("kind", "review")] += 1
-        for kind, count in self._open_counts.items():
-            self._open.set(count, tags={"kind": kind})
+        self._show_open()
         return ids
 
     async def erase(self, tenant: str | None, user_id: str | None) -> int:
