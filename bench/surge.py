@@ -30,7 +30,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -55,6 +55,9 @@ Policy = Literal["serve", "queue_latency", "prescale"]
 Proxy = Literal["haproxy", "python"]
 PhaseName = Literal["baseline", "ramp", "plateau", "peak", "return", "after"]
 WITHIN_MS = 2000.0  # the seeds' bound: an answer later than this is as bad as none
+# The load mix's tickets that reach a model replica (the rest: templates, the cache, the
+# edge pre-classifier): 0.73 at the base rate of the published short run, 0.67 on its plateau.
+MODEL_PATH_SHARE = 0.7
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class Settings:
     background_share: float  # of the rate: tickets that may wait
     warm_nodes: int = 0  # GPU nodes kept up from the cluster's start, before the load
     proxy: Proxy = "haproxy"  # in front of the ingress: Serve's HAProxy mode, as served
+    scheduled_replicas: int = 0  # the prescale schedule's plan; 0: planned_replicas
 
 
 def autoscaling(policy: Policy, s: Settings, surge: ScheduledSurge) -> dict:
@@ -280,6 +284,18 @@ def decisions(since_unix_s: float) -> list[str]:
     return out
 
 
+def replicas_for(model_path_per_s: float, replica_rate_per_s: float) -> int:
+    """Replicas that serve a model-path rate at 80 % of their full-step rate: the capacity
+    the summary's time to capacity waits for, and what an operator plans a surge on."""
+    return math.ceil(model_path_per_s / (0.8 * replica_rate_per_s))
+
+
+def planned_replicas(phases: tuple[Phase, ...], s: Settings, replica_rate_per_s: float) -> int:
+    """What an operator who served the last promotion would plan this one on: its plateau
+    at the model path's share of the mix."""
+    return replicas_for(surge_multiple(phases) * s.base_rate * MODEL_PATH_SHARE, replica_rate_per_s)
+
+
 def replica_rate(s: Settings, bodies: list[dict]) -> float:
     """One replica's tickets/s with full steps, at the load mix's mean prompt tokens."""
     from tokenizers import Tokenizer
@@ -431,7 +447,10 @@ def run_policy(policy: Policy, s: Settings, phases: tuple[Phase, ...], bodies: l
         began = time.time() + ready_by_s
         surge_s, surge_end_s = surge_window_s(phases)
         surge = ScheduledSurge(
-            start_unix_s=began + surge_s, end_unix_s=began + surge_end_s, load_multiple=surge_multiple(phases)
+            start_unix_s=began + surge_s,
+            end_unix_s=began + surge_end_s,
+            load_multiple=surge_multiple(phases),
+            replicas=s.scheduled_replicas or None,
         )
         config = app_config(s)
         serve.run(graph(policy, s, surge, config), name=APP, route_prefix="/", blocking=False)
@@ -534,6 +553,12 @@ def main() -> None:
         "--warm-nodes", type=int, default=0, help="GPU nodes up before the load starts, kept for the whole run"
     )
     p.add_argument(
+        "--scheduled-replicas",
+        type=int,
+        default=0,
+        help="replicas the prescale schedule plans for the surge (0: the plateau's model-path load over a replica's rate)",
+    )
+    p.add_argument(
         "--proxy",
         choices=get_args(Proxy),
         default="haproxy",
@@ -557,12 +582,14 @@ def main() -> None:
     surge_s, _ = surge_window_s(phases)
     peak = max(m for m, _ in seconds(phases)) * s.base_rate
     print(f"one replica: {rate:.1f} tickets/s with full steps; peak offered {peak:.0f}/s")
+    if not s.scheduled_replicas:
+        s = replace(s, scheduled_replicas=planned_replicas(phases, s, rate))
     runs, summaries, logs = {}, {}, {}
     for policy in policies:
         run = run_policy(policy, s, phases, bodies)
         rows = run.rows
         model_share = sum(r["model_answered"] for r in rows) / max(1, sum(r["answered"] for r in rows))
-        needed = math.ceil(surge_multiple(phases) * s.base_rate * model_share / (0.8 * rate))
+        needed = replicas_for(surge_multiple(phases) * s.base_rate * model_share, rate)
         runs[policy], logs[policy] = rows, run.decisions
         summaries[policy] = {
             **summarize(rows, run.outcomes, run.samples, needed, surge_s),

@@ -1,12 +1,14 @@
 """Replicas ahead of a surge: a floor under the reactive count (policies.autoscale).
 
-Two sources, whichever asks for more:
-- an operator's schedule ("a promotion from 20:00 to 22:00 at 10x"): from `lead_s` before
-  it starts, enough replicas for the expected load plus a warm reserve; released when the
-  surge is over, or early when `give_back_after_s` into it the load has not come;
-- the load's own growth: where it grew by `growth_trigger` or more over the last
-  `growth_window_s`, the same growth projected `horizon_s` ahead (the time a new node and
-  replica need to serve), plus the reserve.
+Two sources:
+- an operator's schedule ("a promotion from 20:00 to 22:00 at 10x", or "... on 6
+  replicas"): from `lead_s` before it starts, the replicas it needs plus a warm reserve;
+  released when the surge is over, or early when `give_back_after_s` into it the load has
+  not come. While it holds replicas it alone sets the floor: its plan covers the growth it
+  announced;
+- the load's own growth, for surges nobody announced: where it grew by `growth_trigger` or
+  more over the last `growth_window_s`, the same growth projected `horizon_s` ahead (the
+  time a new node and replica need to serve), plus the reserve.
 
 Plain Python: the caller keeps the load samples and passes `now`.
 """
@@ -27,6 +29,12 @@ class ScheduledSurge(BaseModel):
     start_unix_s: float = Field(description="when the surge starts (Unix seconds)")
     end_unix_s: float = Field(description="when it ends (Unix seconds)")
     load_multiple: float = Field(gt=1, description="expected load as a multiple of the load before it")
+    replicas: int | None = Field(
+        None,
+        ge=1,
+        description="replicas the surge needs, where the operator knows them (a past promotion's count); "
+        "otherwise load_multiple x the requests in flight before it, over the target",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> ScheduledSurge:
@@ -54,8 +62,8 @@ class PrescaleConfig(BaseModel):
     give_back_after_s: float = Field(
         300.0,
         gt=0,
-        description="a scheduled surge whose load has not reached half the expected this long after its start "
-        "gives its replicas back",
+        description="a scheduled surge whose load has not grown sqrt(load_multiple)-fold this long after its "
+        "start gives its replicas back",
     )
 
 
@@ -92,8 +100,14 @@ def scheduled_floor(
     """`baseline`: the load before the surge's lead time began (the caller holds it)."""
     for surge in _due(config, now_s):
         expected = max(baseline, 1.0) * surge.load_multiple
-        if now_s >= surge.start_unix_s + config.give_back_after_s and load < expected / 2:
+        # Half-way on a log scale: requests in flight grow slower than tickets where calls
+        # carry several (micro-batching), and a surge that came can show half its multiple.
+        came = max(baseline, 1.0) * math.sqrt(surge.load_multiple)
+        if now_s >= surge.start_unix_s + config.give_back_after_s and load < came:
             return Prescale(0, f"scheduled surge at {surge.load_multiple:g}x did not come: load {load:.0f}")
+        if surge.replicas is not None:  # the baseline's multiple overstates a micro-batched need
+            need = surge.replicas + config.reserve_replicas
+            return Prescale(need, f"scheduled surge at {surge.load_multiple:g}x: {surge.replicas} replicas planned")
         need = _need(expected, target_per_replica, config.reserve_replicas)
         return Prescale(need, f"scheduled surge at {surge.load_multiple:g}x: load {expected:.0f} expected")
     return Prescale(0, "no scheduled surge")
@@ -130,11 +144,10 @@ def prescale(
     target_per_replica: float,
     max_replicas: int,
 ) -> Prescale:
-    """The higher of the scheduled and the growth floor, never above `max_replicas`."""
+    """The scheduled floor while a surge is due and not given back, else the growth floor;
+    never above `max_replicas`."""
     load = history[-1].ongoing_requests if history else 0.0
-    best = max(
-        scheduled_floor(config, now_s, load, baseline, target_per_replica),
-        growth_floor(config, now_s, history, target_per_replica),
-        key=lambda p: p.floor,
-    )
+    best = scheduled_floor(config, now_s, load, baseline, target_per_replica)
+    if not best.floor:  # on a tie the schedule's reason stays (a surge given back says so)
+        best = max(best, growth_floor(config, now_s, history, target_per_replica), key=lambda p: p.floor)
     return Prescale(min(best.floor, max_replicas), best.reason, best.source)

@@ -33,10 +33,28 @@ def test_a_scheduled_surge_gets_its_replicas_and_a_reserve_from_its_lead_time_to
 
 
 def test_a_scheduled_surge_that_does_not_come_gives_its_replicas_back():
-    # 600 s after the start the load is still under half the expected 640: released.
+    # 600 s after the start the load is still under sqrt(10) x 64 = 202 (half-way to the
+    # expected 640 on a log scale): released.
     early = prescale(CONFIG, 10_500, flat(10_500, 100), 64, 64, 16)
     assert early.floor == 11  # still waiting for it
     late = prescale(CONFIG, 10_700, flat(10_700, 100), 64, 64, 16)
+    assert late.floor == 0 and "did not come" in late.reason
+    # Calls carrying several tickets: 10x the tickets came as 4.6x the calls in flight. Kept.
+    assert prescale(CONFIG, 10_700, flat(10_700, 4.6 * 64), 64, 64, 16).floor == 11
+
+
+def test_a_surge_planned_in_replicas_gets_them_and_its_schedule_outranks_growth():
+    # Calls carrying several tickets each: 64 calls in flight before it say little of the
+    # surge's need; the operator's 6 replicas (plus the reserve) are the floor.
+    planned = PROMO.model_copy(update={"replicas": 6})
+    config = CONFIG.model_copy(update={"schedule": (planned,), "horizon_s": 300})
+    growing = [LoadSample(9_640 + t, 64 * 3 ** (t / 60)) for t in range(0, 61, 5)]
+    during = prescale(config, 9_700, growing, 64, 64, 16)
+    assert during.floor == 7 and during.source == "schedule" and "6 replicas planned" in during.reason
+    # Without a schedule the same growth projects far more.
+    assert prescale(CONFIG.model_copy(update={"schedule": ()}), 9_700, growing, 64, 64, 16).floor == 16
+    # Given back, the growth floor applies again.
+    late = prescale(config, 10_700, flat(10_700, 100), 64, 64, 16)
     assert late.floor == 0 and "did not come" in late.reason
 
 

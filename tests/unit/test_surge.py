@@ -14,6 +14,8 @@ from bench.surge import (
     background_budget_s,
     background_summary,
     per_second,
+    planned_replicas,
+    replicas_for,
     seconds,
     split_rate,
     summarize,
@@ -62,9 +64,16 @@ def test_the_profile_is_a_rate_per_second_and_the_surge_has_a_window():
     assert max(m for m, _ in seconds(PROFILES["promo"])) == pytest.approx(12.7)
 
 
+def test_a_surge_is_planned_on_its_plateaus_model_path_load_at_80_percent_of_a_replica():
+    assert replicas_for(48, 15) == 4 and replicas_for(48.1, 15) == 5
+    # 10x of 10/s, 70 % of it on the model path: 70/s over 12/s per replica.
+    assert planned_replicas(PHASES, SETTINGS, 15) == 6
+
+
 @pytest.mark.parametrize("policy", ["serve", "queue_latency", "prescale"])
 def test_each_policy_is_a_valid_serve_config_with_the_same_bounds(policy):
-    config = autoscaling(policy, SETTINGS, ScheduledSurge(start_unix_s=1000.0, end_unix_s=2000.0, load_multiple=10))
+    planned = ScheduledSurge(start_unix_s=1000.0, end_unix_s=2000.0, load_multiple=10, replicas=5)
+    config = autoscaling(policy, SETTINGS, planned)
     parsed = AutoscalingConfig(**config)
     assert (parsed.min_replicas, parsed.max_replicas, parsed.upscale_delay_s) == (1, 6, 5)
     if policy == "serve":
@@ -75,6 +84,7 @@ def test_each_policy_is_a_valid_serve_config_with_the_same_bounds(policy):
     if policy == "prescale":
         surge = kwargs["prescale"]["schedule"][0]
         assert (surge["start_unix_s"], surge["end_unix_s"], surge["load_multiple"]) == (1000.0, 2000.0, 10)
+        assert surge["replicas"] == 5
         # replicas asked for early enough to be serving when the surge starts
         assert kwargs["prescale"]["lead_s"] > SETTINGS.node_start_s + SETTINGS.replica_start_s
 
