@@ -45,6 +45,10 @@ class ReplicaControls:
         self.slots = AdjustableLimit(self.batching.size)
         self.reclaim = ReclaimMonitor(config.reclaim)
         self.latency = LatencyWindow(config.batching.window_s)
+        # Autoscaling judges a call's whole stay (the wait for a slot too): with calls that
+        # carry several tickets, the calls in flight grow slower than the tickets, and this
+        # wait is where a replica short of capacity shows it first.
+        self.stay = LatencyWindow(config.batching.window_s)
         self.throttled = EventRate(config.batching.window_s)
         self.restart_reason: str | None = None
         self._waiting = HeldGauge(
@@ -71,8 +75,8 @@ class ReplicaControls:
     def stop(self) -> None:
         self._task.cancel()
 
-    def p95_ms(self) -> float | None:
-        return self.latency.p95_ms(self._clock())
+    def stay_p95_ms(self) -> float | None:
+        return self.stay.p95_ms(self._clock())
 
     def throttled_per_s(self) -> float:
         return self.throttled.per_s(self._clock())

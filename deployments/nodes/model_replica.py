@@ -55,13 +55,17 @@ class ModelReplica:
         kv_manager: DeploymentHandle | None = None,
         kv_cache: KVCacheConfig | None = None,
     ):
+        # Wall clock: a drill lines the replica's start up with its own deploy call.
+        self._init_started_unix_s = time.time()
         self._config = config
         self._clock = time.monotonic
         self._faults = FaultInjector(config.faults)
         # The engine class follows config.engine.mode (vLLM's, or the fake for graph tests).
         # Where the model directory pointed when the engine loaded it (an alias moves).
         self._loaded = target(config.engine.model_dir)
+        started = self._clock()
         self._engine = start_engine(config.engine, config.engine.model_dir)
+        self._engine_start_ms = round((self._clock() - started) * 1000, 1)
         self._source = serve.get_replica_context().replica_id.unique_id
         # Before Serve marks the replica ready, so no ticket waits for it.
         started = self._clock()
@@ -115,6 +119,7 @@ class ModelReplica:
         # The batch policy judges the time inside the engine, which the batch size sets;
         # the wait for a slot in front of it would only grow if the batch shrank.
         controls.latency.add((done - admitted) * 1000, done)
+        controls.stay.add((done - start) * 1000, done)
         self._outcomes.inc(tags={"outcome": "ok"})
         if self._kv is not None:
             self._kv.record(prediction)
@@ -145,7 +150,7 @@ class ModelReplica:
 
     def record_autoscaling_stats(self) -> dict[str, float]:
         """Custom metrics for deployments.control.autoscaling.QueueLatencyPolicy."""
-        return {"p95_ms": self._controls.p95_ms() or 0.0, "throttled_per_s": self._controls.throttled_per_s()}
+        return {"p95_ms": self._controls.stay_p95_ms() or 0.0, "throttled_per_s": self._controls.throttled_per_s()}
 
     def tokenizer_info(self) -> TokenizerInfo:
         return self._engine.tokenizer_info()
@@ -177,6 +182,8 @@ class ModelReplica:
             "waiting": slots.waiting,
             "batch_cap": self._controls.batching.cap,
             "restart_reason": self._controls.restart_reason,
+            "init_started_unix_s": self._init_started_unix_s,
+            "engine_start_ms": self._engine_start_ms,
             "warm_up_ms": self._warm_up_ms,
         }
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ray import serve
 
 from loadkit.generators import closed_loop, open_loop, ticket_bodies
 from models.artifacts import ModelMetadata
@@ -57,6 +58,25 @@ def graph_args(model_dir: str) -> dict:
     return args
 
 
+def replica_starts(deployed_unix_s: float, replicas: int) -> list[dict[str, float | None]]:
+    """The running model replicas' start, in phases: from the deploy call to the replica's
+    constructor (Serve's scheduling, the worker process and its imports), the engine's
+    start (weights, memory profiling, compilation) and the warm-up."""
+    handle = serve.get_deployment_handle("ModelReplica", APP)
+    seen: dict[float, dict] = {}
+    for _ in range(4 * replicas):  # calls land on replicas at random: enough to meet each
+        stats = handle.stats.remote().result(timeout_s=30)
+        seen[stats["init_started_unix_s"]] = stats
+    return [
+        {
+            "to_constructor_s": round(at - deployed_unix_s, 1),
+            "engine_start_s": round(st["engine_start_ms"] / 1000, 1),
+            "warm_up_s": None if st["warm_up_ms"] is None else round(st["warm_up_ms"] / 1000, 1),
+        }
+        for at, st in sorted(seen.items())
+    ]
+
+
 @pytest.mark.parametrize("model_replicas", MODEL_REPLICAS)
 def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
     ray_serve, default_model_dir, tmp_path_factory, model_replicas
@@ -65,6 +85,7 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
     next_dir = tmp_path_factory.mktemp("upgrade") / "next"
     new = derive(Path(default_model_dir), next_dir).version
     marks: dict[str, float] = {}
+    starts: list[dict[str, float | None]] = []
     upgraded = threading.Event()
     options = {"ModelReplica": {"num_replicas": model_replicas}}
     with running(ray_serve, APP, graph_args(default_model_dir), options) as client:
@@ -78,8 +99,10 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
         def upgrade() -> None:
             time.sleep(UPGRADE_AT_S)
             marks["deployed_at_s"] = time.perf_counter() - began
+            deployed_unix_s = time.time()
             deploy(ray_serve, APP, graph_args(str(next_dir)), options).close()
             marks["running_at_s"] = time.perf_counter() - began
+            starts.extend(replica_starts(deployed_unix_s, model_replicas))
             time.sleep(TAIL_S)
             upgraded.set()
 
@@ -104,6 +127,7 @@ def test_a_model_upgrade_under_load_loses_no_ticket_and_mixes_no_versions(
             sorted(collections.Counter(5 * int(at // 5) for at, k in out.timeline if k == "refused").items())
         ),
         "foreign_versions": sorted({v for _, v in out.versions} - {old, new}),
+        "new_replica_starts": starts,
         "samples": out.samples[:5],
     }
     record(f"upgrade-{model_replicas}-model-replicas", result)
