@@ -195,6 +195,7 @@ def render_surge(result: dict) -> list[str]:
         f"{result['replica_rate_per_s']} tickets/s with full steps; 1-{s['max_replicas']} replicas, target "
         f"{s['target_ongoing']} requests each"
         + (f"; {s['warm_nodes']} GPU nodes up before the load" if s.get("warm_nodes") else "")
+        + (f"; the schedule plans {s['scheduled_replicas']} replicas" if s.get("scheduled_replicas") else "")
         + ("; Serve's HAProxy mode in front." if s.get("proxy") == "haproxy" else "; Serve's Python proxy in front."),
         "",
     ]
