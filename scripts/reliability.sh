@@ -14,7 +14,7 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # The published figures are the real engine's; `bash scripts/test.sh` runs the same tests
 # on the fake one (TICKETSERVE_RELIABILITY_ENGINE=fake).
 export TICKETSERVE_RELIABILITY_ENGINE=${TICKETSERVE_RELIABILITY_ENGINE:-vllm}
-# A vLLM engine takes 20-60 s to start alone and ~170 s beside a serving one (the upgrade
+# A vLLM engine takes ~20 s to start alone and ~50 s beside a serving one (the upgrade
 # surge on 2 cores): the upgrade drill's load runs until the new version has answered
 # for 10 s, capped by this.
 export TICKETSERVE_UPGRADE_RUN_S=${TICKETSERVE_UPGRADE_RUN_S:-240}

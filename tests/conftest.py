@@ -1,6 +1,6 @@
 """Test tiers by folder: tests/unit (pure logic, no Ray), tests/graph (real Ray and Serve,
 the fake engine: the graph around the model) and tests/integration (real Ray, Serve and
-vLLM engines, each costing 20-60 s to start). Ray and Serve start once per session."""
+vLLM engines, each costing 20-50 s to start). Ray and Serve start once per session."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ class EngineConfig(BaseModel):
     fake_latency_ms: float = Field(5.0, ge=0, description="fake mode: time each answer takes")
     fake_failure_rate: float = Field(0.0, ge=0, le=1, description="fake mode: share of calls that fail")
     fake_start_s: float = Field(
-        0.0, ge=0, description="fake mode: time the engine takes to start (vLLM's: 20-60 s), for upgrade drills"
+        0.0, ge=0, description="fake mode: time the engine takes to start (vLLM's: 20-50 s), for upgrade drills"
     )
     fake_gpu_profile: Literal["none", "gpu-e5-small"] = Field(
         "none",

@@ -1,6 +1,6 @@
 """A stand-in for the vLLM engine behind the same `TicketEngine` protocol, for the tests of
 the graph around the model (resilience, canary, review, topology, edge, hostile input,
-privacy): it starts in about a second instead of 20-60 s and holds no engine processes.
+privacy): it starts in about a second instead of 20-50 s and holds no engine processes.
 
 `model.engine.mode: fake` selects it, the way Ray Serve LLM swaps its engine class. It
 serves a built model directory's labels, tiers, thresholds and tokenizer lock as the real

@@ -21,7 +21,7 @@ GPU_E5_SMALL, and where its figures come from:
   vllm/engine/arg_utils.py). The replica's batch knob (`model.batching`) keeps far fewer
   requests inside the engine.
 - start_s 45: a replica's engine start (weights, torch.compile, CUDA graphs), assumed of
-  the order of vLLM's CPU engine start measured here, 20-60 s (docs/benchmarks.md). The
+  the order of vLLM's CPU engine start measured here, 20-50 s (docs/reliability.md). The
   node's own start (a VM, the image pull) is the cluster autoscaler's delay, not this.
 
 `scaled(time_factor, ceiling_divisor)` keeps the shape (a step batches what waits, its

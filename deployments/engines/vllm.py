@@ -70,6 +70,10 @@ class _VLLMEngine(TicketEngine):
             max_num_seqs=config.max_num_seqs,
             enable_prefix_caching=config.enable_prefix_caching if self.runner == "generate" else False,
             kv_cache_memory_bytes=config.kv_cache_memory_bytes,
+            # The classifier gets token ids only (the tokenizer stage's, or this engine's own
+            # for text): vLLM's front end and engine core would each load the tokenizer
+            # again, a third of the engine's start.
+            skip_tokenizer_init=self.runner == "pooling",
             **extra,
         )
         stat_loggers: list[Any] | None = None

@@ -3,7 +3,7 @@ application with another model directory: the same call into Serve's controller)
 tickets arrive at half the capacity measured just before (open loop). Serve replaces
 every replica whose arguments changed, the ingress and the model replica included, and
 the new engine takes its time to start (on the fake engine `fake_start_s` stands in for
-vLLM's 20-60 s; scripts/reliability.sh runs vLLM with the load capped at 240 s).
+vLLM's 20-50 s; scripts/reliability.sh runs vLLM with the load capped at 240 s).
 No ticket may be lost or hang, every answer is the contract's JSON (a 503 carries
 Retry-After), and once the new version is running no answer comes from the old one."""
 
