@@ -182,6 +182,8 @@ class ModelReplica:
             "waiting": slots.waiting,
             "batch_cap": self._controls.batching.cap,
             "restart_reason": self._controls.restart_reason,
+            "engine_p95_ms": self._controls.latency.p95_ms(self._clock()),
+            "stay_p95_ms": self._controls.stay_p95_ms(),
             "init_started_unix_s": self._init_started_unix_s,
             "engine_start_ms": self._engine_start_ms,
             "warm_up_ms": self._warm_up_ms,
