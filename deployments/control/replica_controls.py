@@ -45,10 +45,7 @@ class ReplicaControls:
         self.slots = AdjustableLimit(self.batching.size)
         self.reclaim = ReclaimMonitor(config.reclaim)
         self.latency = LatencyWindow(config.batching.window_s)
-        # Autoscaling judges a call's whole stay (the wait for a slot too): with calls that
-        # carry several tickets, the calls in flight grow slower than the tickets, and this
-        # wait is where a replica short of capacity shows it first.
-        self.stay = LatencyWindow(config.batching.window_s)
+        self.stay = LatencyWindow(config.batching.window_s)  # a call's wait for a slot too
         self.throttled = EventRate(config.batching.window_s)
         self.restart_reason: str | None = None
         self._waiting = HeldGauge(
@@ -74,6 +71,9 @@ class ReplicaControls:
 
     def stop(self) -> None:
         self._task.cancel()
+
+    def engine_p95_ms(self) -> float | None:
+        return self.latency.p95_ms(self._clock())
 
     def stay_p95_ms(self) -> float | None:
         return self.stay.p95_ms(self._clock())

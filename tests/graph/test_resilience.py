@@ -89,9 +89,10 @@ def test_batch_knob_grows_under_load_at_run_time(resilient):
         classify_many(resilient, 24, threads=12)
     stats = model().stats.remote().result()
     assert 4 <= stats["limit"] <= 8, stats  # grew past start_size, never past cap_size
-    # Autoscaling reads a call's whole stay: 12 callers at 2-8 slots wait for a slot.
+    # 12 callers at 2-8 slots wait for a slot; autoscaling's latency signal reads the
+    # engine's own time, the wait being the queue signal's.
     assert stats["stay_p95_ms"] > stats["engine_p95_ms"], stats
-    assert model().record_autoscaling_stats.remote().result()["p95_ms"] > stats["engine_p95_ms"], stats
+    assert model().record_autoscaling_stats.remote().result()["p95_ms"] < stats["stay_p95_ms"], stats
     assert stats["engine_start_ms"] >= 0 and stats["init_started_unix_s"] > 0, stats
 
 
