@@ -98,16 +98,16 @@ def scheduled_floor(
     config: PrescaleConfig, now_s: float, load: float, baseline: float, target_per_replica: float
 ) -> Prescale:
     """`baseline`: the load before the surge's lead time began (the caller holds it)."""
+    base = max(baseline, 1.0)
     for surge in _due(config, now_s):
-        expected = max(baseline, 1.0) * surge.load_multiple
         # Half-way on a log scale: requests in flight grow slower than tickets where calls
         # carry several (micro-batching), and a surge that came can show half its multiple.
-        came = max(baseline, 1.0) * math.sqrt(surge.load_multiple)
-        if now_s >= surge.start_unix_s + config.give_back_after_s and load < came:
+        if now_s >= surge.start_unix_s + config.give_back_after_s and load < base * math.sqrt(surge.load_multiple):
             return Prescale(0, f"scheduled surge at {surge.load_multiple:g}x did not come: load {load:.0f}")
         if surge.replicas is not None:  # the baseline's multiple overstates a micro-batched need
             need = surge.replicas + config.reserve_replicas
             return Prescale(need, f"scheduled surge at {surge.load_multiple:g}x: {surge.replicas} replicas planned")
+        expected = base * surge.load_multiple
         need = _need(expected, target_per_replica, config.reserve_replicas)
         return Prescale(need, f"scheduled surge at {surge.load_multiple:g}x: load {expected:.0f} expected")
     return Prescale(0, "no scheduled surge")
